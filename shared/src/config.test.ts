@@ -1,0 +1,206 @@
+import { describe, expect, it } from '@jest/globals';
+import { ConfigError, loadConfig } from './config.ts';
+
+/** Expects loadConfig to throw a ConfigError whose message names `variable`. */
+function expectInvalid(env: Record<string, string>, variable: string): void {
+  let error: unknown;
+  try {
+    loadConfig(env);
+  } catch (caught) {
+    error = caught;
+  }
+  expect(error).toBeInstanceOf(ConfigError);
+  expect((error as Error).message).toContain(variable);
+}
+
+describe('loadConfig defaults (DESIGN §4a)', () => {
+  const config = loadConfig({});
+
+  it.each([
+    ['nodeEnv', 'development'],
+    ['databaseUrl', 'postgres://postgres@127.0.0.1:5432/runtasks'],
+    ['redisUrl', 'redis://127.0.0.1:6379/0'],
+    ['host', '127.0.0.1'],
+    ['port', 3000],
+    ['publicBaseUrl', 'http://localhost:3000'],
+    ['adminToken', undefined],
+    ['secretKey', undefined],
+    ['taskDestinationAllowlist', []],
+    ['taskProgressTimeoutSeconds', 600],
+    ['taskMaxRuntimeSeconds', 3600],
+    ['queuePrefix', 'runtasks'],
+    ['logLevel', 'info'],
+    ['workerConcurrency', 16],
+    ['outboxPollIntervalMs', 2000],
+    ['taskVerificationTimeoutSeconds', 10],
+    ['taskRetryDelaysMs', [5000, 30000, 120000]],
+    ['sweeperIntervalMs', 15000],
+    ['configurationVersionMaxBytes', 52428800],
+    ['configurationUploadUrlTtlSeconds', 3600],
+    ['rateLimitPerSecond', 30],
+    ['dashboardReadOnly', true],
+    ['workerHealthPort', 9100],
+    ['shutdownDrainDelayMs', 1000],
+    ['shutdownTimeoutMs', 25000],
+  ] as const)('%s defaults to %j', (key, expected) => {
+    expect(config[key]).toEqual(expected);
+  });
+
+  it('has no other keys', () => {
+    expect(Object.keys(config).sort()).toEqual(
+      [
+        'adminToken',
+        'databaseUrl',
+        'host',
+        'logLevel',
+        'nodeEnv',
+        'outboxPollIntervalMs',
+        'port',
+        'publicBaseUrl',
+        'queuePrefix',
+        'redisUrl',
+        'secretKey',
+        'taskDestinationAllowlist',
+        'taskMaxRuntimeSeconds',
+        'taskProgressTimeoutSeconds',
+        'workerConcurrency',
+        'taskVerificationTimeoutSeconds',
+        'taskRetryDelaysMs',
+        'sweeperIntervalMs',
+        'configurationVersionMaxBytes',
+        'configurationUploadUrlTtlSeconds',
+        'rateLimitPerSecond',
+        'dashboardReadOnly',
+        'workerHealthPort',
+        'shutdownDrainDelayMs',
+        'shutdownTimeoutMs',
+      ].sort(),
+    );
+  });
+
+  it('PUBLIC_BASE_URL defaults to http://localhost:$PORT', () => {
+    expect(loadConfig({ PORT: '8080' }).publicBaseUrl).toBe('http://localhost:8080');
+  });
+
+  it('reads nothing but the env it is given', () => {
+    expect(loadConfig({ QUEUE_PREFIX: 'mine' }).databaseUrl).toBe('postgres://postgres@127.0.0.1:5432/runtasks');
+  });
+});
+
+describe('loadConfig values', () => {
+  it.each([
+    [{ NODE_ENV: 'production' }, 'nodeEnv', 'production'],
+    [{ NODE_ENV: 'test' }, 'nodeEnv', 'test'],
+    [{ DATABASE_URL: 'postgresql://u:p@db.internal:5433/rt' }, 'databaseUrl', 'postgresql://u:p@db.internal:5433/rt'],
+    [{ DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/other' }, 'databaseUrl', 'postgres://postgres@127.0.0.1:5432/other'],
+    [{ REDIS_URL: 'rediss://cache.internal:6380/2' }, 'redisUrl', 'rediss://cache.internal:6380/2'],
+    [{ HOST: '0.0.0.0' }, 'host', '0.0.0.0'],
+    [{ PORT: '0' }, 'port', 0],
+    [{ PORT: '65535' }, 'port', 65535],
+    [{ PUBLIC_BASE_URL: 'https://runtasks.example.com' }, 'publicBaseUrl', 'https://runtasks.example.com'],
+    [{ PUBLIC_BASE_URL: 'https://runtasks.example.com/' }, 'publicBaseUrl', 'https://runtasks.example.com'],
+    [{ PUBLIC_BASE_URL: 'https://example.com/runtasks//' }, 'publicBaseUrl', 'https://example.com/runtasks'],
+    [{ PUBLIC_BASE_URL: 'https://x.test', PORT: '9' }, 'publicBaseUrl', 'https://x.test'],
+    [{ ADMIN_TOKEN: 'a'.repeat(20) }, 'adminToken', 'a'.repeat(20)],
+    [{ ADMIN_TOKEN: 'Ab0_-'.repeat(4) }, 'adminToken', 'Ab0_-'.repeat(4)],
+    [{ ADMIN_TOKEN: 'z'.repeat(256) }, 'adminToken', 'z'.repeat(256)],
+    [{ SECRET_KEY: 's'.repeat(32) }, 'secretKey', 's'.repeat(32)],
+    [{ TASK_PROGRESS_TIMEOUT_SECONDS: '30' }, 'taskProgressTimeoutSeconds', 30],
+    [{ TASK_MAX_RUNTIME_SECONDS: '7200' }, 'taskMaxRuntimeSeconds', 7200],
+    [{ QUEUE_PREFIX: 'rt-staging' }, 'queuePrefix', 'rt-staging'],
+    [{ LOG_LEVEL: 'silent' }, 'logLevel', 'silent'],
+    [{ WORKER_CONCURRENCY: '4' }, 'workerConcurrency', 4],
+    [{ OUTBOX_POLL_INTERVAL_MS: '250' }, 'outboxPollIntervalMs', 250],
+  ] as const)('%j → %s = %j', (env, key, expected) => {
+    expect(loadConfig(env)[key]).toEqual(expected);
+  });
+
+  it.each([
+    ['', []],
+    [' ', []],
+    [',,', []],
+    ['hooks.example.com', ['hooks.example.com']],
+    ['a.example.com,10.0.0.0/8', ['a.example.com', '10.0.0.0/8']],
+    [' a.example.com , b.example.com ,', ['a.example.com', 'b.example.com']],
+    ['a.example.com,,*.b.example.com', ['a.example.com', '*.b.example.com']],
+  ])('TASK_DESTINATION_ALLOWLIST %j → %j', (raw, expected) => {
+    expect(loadConfig({ TASK_DESTINATION_ALLOWLIST: raw }).taskDestinationAllowlist).toEqual(expected);
+  });
+});
+
+describe('loadConfig: empty strings count as unset', () => {
+  it.each([
+    ['NODE_ENV', 'nodeEnv', 'development'],
+    ['DATABASE_URL', 'databaseUrl', 'postgres://postgres@127.0.0.1:5432/runtasks'],
+    ['REDIS_URL', 'redisUrl', 'redis://127.0.0.1:6379/0'],
+    ['HOST', 'host', '127.0.0.1'],
+    ['PORT', 'port', 3000],
+    ['PUBLIC_BASE_URL', 'publicBaseUrl', 'http://localhost:3000'],
+    ['ADMIN_TOKEN', 'adminToken', undefined],
+    ['SECRET_KEY', 'secretKey', undefined],
+    ['TASK_DESTINATION_ALLOWLIST', 'taskDestinationAllowlist', []],
+    ['TASK_PROGRESS_TIMEOUT_SECONDS', 'taskProgressTimeoutSeconds', 600],
+    ['TASK_MAX_RUNTIME_SECONDS', 'taskMaxRuntimeSeconds', 3600],
+    ['QUEUE_PREFIX', 'queuePrefix', 'runtasks'],
+    ['LOG_LEVEL', 'logLevel', 'info'],
+    ['WORKER_CONCURRENCY', 'workerConcurrency', 16],
+    ['OUTBOX_POLL_INTERVAL_MS', 'outboxPollIntervalMs', 2000],
+  ] as const)('%s="" gives the default', (variable, key, expected) => {
+    expect(loadConfig({ [variable]: '' })[key]).toEqual(expected);
+  });
+
+  it('undefined values are unset too', () => {
+    expect(loadConfig({ PORT: undefined, QUEUE_PREFIX: undefined })).toEqual(loadConfig({}));
+  });
+});
+
+describe('loadConfig: invalid values throw a ConfigError naming the variable', () => {
+  it.each([
+    ['NODE_ENV', 'staging'],
+    ['DATABASE_URL', 'not a url'],
+    ['DATABASE_URL', 'mysql://root@127.0.0.1/runtasks'],
+    ['DATABASE_URL', 'redis://127.0.0.1:6379/0'],
+    ['REDIS_URL', 'http://127.0.0.1:6379'],
+    ['REDIS_URL', 'postgres://postgres@127.0.0.1:5432/runtasks'],
+    ['PORT', 'abc'],
+    ['PORT', '-1'],
+    ['PORT', '65536'],
+    ['PORT', '80.5'],
+    ['PUBLIC_BASE_URL', 'ftp://files.example.com'],
+    ['PUBLIC_BASE_URL', 'localhost:3000'],
+    ['ADMIN_TOKEN', 'too-short'],
+    ['ADMIN_TOKEN', 'a'.repeat(19)],
+    ['ADMIN_TOKEN', 'a'.repeat(257)],
+    ['ADMIN_TOKEN', 'has spaces in the admin token'],
+    ['ADMIN_TOKEN', 'a'.repeat(20) + '='],
+    ['ADMIN_TOKEN', 'a'.repeat(20) + '.b'],
+    ['SECRET_KEY', 's'.repeat(31)],
+    ['TASK_PROGRESS_TIMEOUT_SECONDS', '0'],
+    ['TASK_PROGRESS_TIMEOUT_SECONDS', '-5'],
+    ['TASK_PROGRESS_TIMEOUT_SECONDS', 'ten'],
+    ['TASK_PROGRESS_TIMEOUT_SECONDS', '1.5'],
+    ['TASK_MAX_RUNTIME_SECONDS', '0'],
+    ['TASK_MAX_RUNTIME_SECONDS', 'forever'],
+    ['LOG_LEVEL', 'verbose'],
+    ['WORKER_CONCURRENCY', '0'],
+    ['OUTBOX_POLL_INTERVAL_MS', 'fast'],
+  ])('%s=%j', (variable, value) => {
+    expectInvalid({ [variable]: value }, variable);
+  });
+
+  it('names every invalid variable at once', () => {
+    let error: unknown;
+    try {
+      loadConfig({ PORT: 'x', LOG_LEVEL: 'loud' });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as Error).message).toContain('PORT');
+    expect((error as Error).message).toContain('LOG_LEVEL');
+  });
+
+  it('ConfigError is an Error', () => {
+    expect(new ConfigError('x')).toBeInstanceOf(Error);
+  });
+});

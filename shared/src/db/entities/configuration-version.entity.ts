@@ -1,0 +1,36 @@
+import { defineEntity, p } from '@mikro-orm/core';
+import { Workspace } from './workspace.entity.ts';
+
+export const CONFIGURATION_VERSION_STATUSES = ['pending', 'uploaded', 'errored'] as const;
+
+const ConfigurationVersionSchema = defineEntity({
+  name: 'ConfigurationVersion',
+  tableName: 'configuration_versions',
+  indexes: [{ name: 'configuration_versions_workspace_created_idx', properties: ['workspace', 'createdAt'] }],
+  properties: {
+    id: p.string().length(32).primary(),
+    workspace: () => p.manyToOne(Workspace).deleteRule('cascade'),
+    status: p.enum(CONFIGURATION_VERSION_STATUSES).default('pending'),
+    statusTimestamps: p
+      .json<Record<string, string>>()
+      .defaultRaw(`'{}'`)
+      .onCreate(() => ({})),
+    errorMessage: p.text().nullable(),
+    autoQueueRuns: p.boolean().default(true),
+    speculative: p.boolean().default(false),
+    // The upload URL's secret, hashed; cleared once used, so the URL works once.
+    uploadTokenHash: p.string().length(64).nullable().unique(),
+    uploadExpiresAt: p.datetime().nullable(),
+    // The archive itself: stored in PostgreSQL, so it is as durable as the rest and goes with its workspace.
+    archive: p.type('blob').nullable().lazy(),
+    archiveSize: p.integer().nullable(),
+    createdAt: p.datetime().onCreate(() => new Date()),
+    updatedAt: p
+      .datetime()
+      .onCreate(() => new Date())
+      .onUpdate(() => new Date()),
+  },
+});
+
+export class ConfigurationVersion extends ConfigurationVersionSchema.class {}
+ConfigurationVersionSchema.setClass(ConfigurationVersion);

@@ -1,0 +1,50 @@
+import { ApiToken } from './api-token.entity.ts';
+import { ConfigurationVersion } from './configuration-version.entity.ts';
+import { DeliveryAttempt } from './delivery-attempt.entity.ts';
+import { Organization } from './organization.entity.ts';
+import { OutboxEvent } from './outbox-event.entity.ts';
+import { RunTask } from './run-task.entity.ts';
+import { Run } from './run.entity.ts';
+import { TaskResultOutcome } from './task-result-outcome.entity.ts';
+import { TaskResult } from './task-result.entity.ts';
+import { TaskStage } from './task-stage.entity.ts';
+import { TeamWorkspace } from './team-workspace.entity.ts';
+import { Team } from './team.entity.ts';
+import { WorkspaceTask } from './workspace-task.entity.ts';
+import { Workspace } from './workspace.entity.ts';
+
+export {
+  ApiToken,
+  ConfigurationVersion,
+  DeliveryAttempt,
+  Organization,
+  OutboxEvent,
+  Run,
+  RunTask,
+  TaskResult,
+  TaskResultOutcome,
+  TaskStage,
+  Team,
+  TeamWorkspace,
+  Workspace,
+  WorkspaceTask,
+};
+export { TOKEN_KINDS, type TokenKind } from './api-token.entity.ts';
+export { CONFIGURATION_VERSION_STATUSES } from './configuration-version.entity.ts';
+
+export const ENTITIES = [
+  Organization,
+  Team,
+  ApiToken,
+  Workspace,
+  TeamWorkspace,
+  RunTask,
+  WorkspaceTask,
+  Run,
+  TaskStage,
+  TaskResult,
+  TaskResultOutcome,
+  DeliveryAttempt,
+  OutboxEvent,
+  ConfigurationVersion,
+];

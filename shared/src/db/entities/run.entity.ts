@@ -1,0 +1,42 @@
+import { defineEntity, p } from '@mikro-orm/core';
+import { RUN_STATUSES } from '../../domain/statuses.ts';
+import { Organization } from './organization.entity.ts';
+import { Workspace } from './workspace.entity.ts';
+
+const RunSchema = defineEntity({
+  name: 'Run',
+  tableName: 'runs',
+  indexes: [
+    { name: 'runs_workspace_created_idx', properties: ['workspace', 'createdAt'] },
+    { name: 'runs_status_idx', properties: ['status'] },
+  ],
+  properties: {
+    id: p.string().length(32).primary(),
+    // Denormalised so every query can be organization-scoped without a join.
+    organization: () => p.manyToOne(Organization).deleteRule('cascade'),
+    workspace: () => p.manyToOne(Workspace).deleteRule('cascade'),
+    planId: p.string().length(32).unique(),
+    status: p.enum(RUN_STATUSES).default('pending'),
+    statusTimestamps: p
+      .json<Record<string, string>>()
+      .defaultRaw(`'{}'`)
+      .onCreate(() => ({})),
+    message: p.text().default(''),
+    isDestroy: p.boolean().default(false),
+    planOnly: p.boolean().default(false),
+    autoApply: p.boolean().default(false),
+    hasTaskWarnings: p.boolean().default(false),
+    createdBy: p.text().nullable(),
+    configurationVersionId: p.string().length(32).nullable(),
+    planJson: p.json<unknown>().nullable().lazy(),
+    version: p.integer().version(),
+    createdAt: p.datetime().onCreate(() => new Date()),
+    updatedAt: p
+      .datetime()
+      .onCreate(() => new Date())
+      .onUpdate(() => new Date()),
+  },
+});
+
+export class Run extends RunSchema.class {}
+RunSchema.setClass(Run);

@@ -1,0 +1,29 @@
+import { defineEntity, p } from '@mikro-orm/core';
+import { RUN_STAGES, TASK_STAGE_STATUSES } from '../../domain/statuses.ts';
+import { Run } from './run.entity.ts';
+
+const TaskStageSchema = defineEntity({
+  name: 'TaskStage',
+  tableName: 'task_stages',
+  // Exactly one stage per run stage, whoever plans it and however often (DESIGN §2).
+  uniques: [{ name: 'task_stages_run_stage_unique', properties: ['run', 'stage'] }],
+  properties: {
+    id: p.string().length(32).primary(),
+    run: () => p.manyToOne(Run).deleteRule('cascade'),
+    stage: p.enum(RUN_STAGES),
+    status: p.enum(TASK_STAGE_STATUSES).default('pending'),
+    statusTimestamps: p
+      .json<Record<string, string>>()
+      .defaultRaw(`'{}'`)
+      .onCreate(() => ({})),
+    version: p.integer().version(),
+    createdAt: p.datetime().onCreate(() => new Date()),
+    updatedAt: p
+      .datetime()
+      .onCreate(() => new Date())
+      .onUpdate(() => new Date()),
+  },
+});
+
+export class TaskStage extends TaskStageSchema.class {}
+TaskStageSchema.setClass(TaskStage);

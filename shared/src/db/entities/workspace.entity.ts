@@ -1,0 +1,28 @@
+import { defineEntity, p } from '@mikro-orm/core';
+import { Organization } from './organization.entity.ts';
+import { TeamWorkspace } from './team-workspace.entity.ts';
+
+const WorkspaceSchema = defineEntity({
+  name: 'Workspace',
+  tableName: 'workspaces',
+  uniques: [{ name: 'workspaces_organization_name_unique', properties: ['organization', 'name'] }],
+  properties: {
+    id: p.string().length(32).primary(),
+    organization: () => p.manyToOne(Organization).deleteRule('cascade'),
+    name: p.string().length(90),
+    description: p.text().nullable(),
+    autoApply: p.boolean().default(false),
+    workingDirectory: p.text().default(''),
+    terraformVersion: p.string().length(32).default('1.9.0'),
+    // Inverse side only (no column): lets permission filters join team access in the same query.
+    teamAccess: () => p.oneToMany(TeamWorkspace).mappedBy('workspace'),
+    createdAt: p.datetime().onCreate(() => new Date()),
+    updatedAt: p
+      .datetime()
+      .onCreate(() => new Date())
+      .onUpdate(() => new Date()),
+  },
+});
+
+export class Workspace extends WorkspaceSchema.class {}
+WorkspaceSchema.setClass(Workspace);

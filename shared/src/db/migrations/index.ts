@@ -1,0 +1,15 @@
+import type { MigrationObject } from '@mikro-orm/core';
+import { Migration20261121000000Initial } from './Migration20261121000000Initial.ts';
+import { Migration20261121010000Dispatch } from './Migration20261121010000Dispatch.ts';
+import { Migration20261121020000ConfigurationVersions } from './Migration20261121020000ConfigurationVersions.ts';
+import { Migration20261121030000RunTaskListIndex } from './Migration20261121030000RunTaskListIndex.ts';
+import { Migration20261123000000RunTaskCount } from './Migration20261123000000RunTaskCount.ts';
+
+/** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
+export const MIGRATIONS: MigrationObject[] = [
+  { name: 'Migration20261121000000Initial', class: Migration20261121000000Initial },
+  { name: 'Migration20261121010000Dispatch', class: Migration20261121010000Dispatch },
+  { name: 'Migration20261121020000ConfigurationVersions', class: Migration20261121020000ConfigurationVersions },
+  { name: 'Migration20261121030000RunTaskListIndex', class: Migration20261121030000RunTaskListIndex },
+  { name: 'Migration20261123000000RunTaskCount', class: Migration20261123000000RunTaskCount },
+];

@@ -1,0 +1,6 @@
+/** `free` allows one run task on at most ten workspaces; `standard` is unlimited (DESIGN §3 Editions). */
+export const EDITIONS = ['free', 'standard'] as const;
+export type Edition = (typeof EDITIONS)[number];
+
+export const FREE_RUN_TASK_LIMIT = 1;
+export const FREE_RUN_TASK_WORKSPACE_LIMIT = 10;

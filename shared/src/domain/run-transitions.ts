@@ -1,0 +1,59 @@
+import type { RunStatus } from './statuses.ts';
+
+export const RUN_ACTIONS = ['apply', 'cancel', 'discard'] as const;
+export type RunAction = (typeof RUN_ACTIONS)[number];
+
+/** Runs doing work: cancel stops them. */
+const CANCELABLE: ReadonlySet<RunStatus> = new Set([
+  'pending',
+  'pre_plan_running',
+  'pre_plan_completed',
+  'planning',
+  'post_plan_running',
+  'confirmed',
+  'pre_apply_running',
+  'pre_apply_completed',
+  'applying',
+]);
+
+/** Runs waiting for a person: discard ends them without applying. */
+const DISCARDABLE: ReadonlySet<RunStatus> = new Set([
+  'pending',
+  'planned',
+  'post_plan_completed',
+  'pre_plan_awaiting_decision',
+  'post_plan_awaiting_decision',
+  'pre_apply_awaiting_decision',
+]);
+
+/** Runs whose plan is done and which wait for confirmation. */
+const CONFIRMABLE: ReadonlySet<RunStatus> = new Set(['planned', 'post_plan_completed']);
+
+export interface RunActionSubject {
+  status: RunStatus;
+  planOnly: boolean;
+}
+
+/** The status an action moves a run to, or null when the transition is not allowed. */
+export function runActionTarget(action: RunAction, run: RunActionSubject): RunStatus | null {
+  switch (action) {
+    case 'apply':
+      return !run.planOnly && CONFIRMABLE.has(run.status) ? 'confirmed' : null;
+    case 'cancel':
+      return CANCELABLE.has(run.status) ? 'canceled' : null;
+    case 'discard':
+      return DISCARDABLE.has(run.status) ? 'discarded' : null;
+  }
+}
+
+/** Statuses from which an action may start; used for conditional updates (`WHERE status IN …`). */
+export function runActionSources(action: RunAction): RunStatus[] {
+  switch (action) {
+    case 'apply':
+      return [...CONFIRMABLE];
+    case 'cancel':
+      return [...CANCELABLE];
+    case 'discard':
+      return [...DISCARDABLE];
+  }
+}

@@ -1,0 +1,39 @@
+/**
+ * The one error model. Every failure a client can cause is an ApiError; the API renders it as a
+ * JSON:API error object in one place, and anything else becomes an opaque 500.
+ */
+export interface ErrorSource {
+  pointer?: string;
+  parameter?: string;
+}
+
+export class ApiError extends Error {
+  readonly status: number;
+  readonly title: string;
+  readonly detail: string | undefined;
+  readonly source: ErrorSource | undefined;
+  readonly headers: Record<string, string>;
+
+  constructor(status: number, title: string, detail?: string, source?: ErrorSource, headers: Record<string, string> = {}) {
+    super(detail ? `${title}: ${detail}` : title);
+    this.name = 'ApiError';
+    this.status = status;
+    this.title = title;
+    this.detail = detail;
+    this.source = source;
+    this.headers = headers;
+  }
+}
+
+/** Missing, malformed, unknown, expired and revoked tokens all get this one body (DESIGN §4). */
+export const unauthorized = (): ApiError => new ApiError(401, 'unauthorized');
+
+/** Missing, other organization's and not-permitted resources all get this one body (DESIGN §4). */
+export const notFound = (): ApiError => new ApiError(404, 'not found');
+
+export const invalidAttribute = (pointer: string, detail: string): ApiError => new ApiError(422, 'invalid attribute', detail, { pointer });
+
+export const invalidParameter = (parameter: string, detail: string, status = 422): ApiError =>
+  new ApiError(status, 'invalid query parameter', detail, { parameter });
+
+export const conflict = (detail: string, title = 'conflict'): ApiError => new ApiError(409, title, detail);

@@ -1,0 +1,61 @@
+import { createCipheriv, createDecipheriv, createHash, createHmac, createSecretKey, randomBytes, timingSafeEqual } from 'node:crypto';
+
+/**
+ * Server-side secrets. API and callback tokens are 256-bit random values stored only as keyed hashes;
+ * HMAC keys must be usable for signing, so they are encrypted (AES-256-GCM), never hashed.
+ */
+export interface SecretBox {
+  hashToken(token: string): string;
+  encrypt(plaintext: string): string;
+  decrypt(envelope: string): string;
+}
+
+export const API_TOKEN_PREFIX = 'rtk_';
+export const CALLBACK_TOKEN_PREFIX = 'rtcb_';
+
+export function generateToken(prefix: string): string {
+  return prefix + randomBytes(32).toString('base64url');
+}
+
+/** Any token we accept: generated ones, and operator-chosen ADMIN_TOKEN values (letters, digits, - and _). */
+export const PLAUSIBLE_TOKEN = /^[A-Za-z0-9_-]{20,256}$/;
+
+/** Cheap shape check so obviously malformed tokens never reach the database. */
+export function isPlausibleToken(value: string): boolean {
+  return PLAUSIBLE_TOKEN.test(value);
+}
+
+/** Whether a value has the exact shape of a token this service generated with `prefix`. */
+export function looksLikeToken(value: string, prefix: string): boolean {
+  return value.startsWith(prefix) && /^[A-Za-z0-9_-]{43}$/.test(value.slice(prefix.length));
+}
+
+export function createSecretBox(secretKey: string): SecretBox {
+  // Separate derived keys so a hash can never be used as an encryption key or the other way round.
+  // A KeyObject made once: createHmac with a raw Buffer imports the key again on every call.
+  const hashKey = createSecretKey(createHash('sha256').update(`runtasks:token-hash:${secretKey}`).digest());
+  const encryptionKey = createHash('sha256').update(`runtasks:encryption:${secretKey}`).digest();
+  return {
+    hashToken: (token) => createHmac('sha256', hashKey).update(token).digest('hex'),
+    encrypt(plaintext) {
+      const iv = randomBytes(12);
+      const cipher = createCipheriv('aes-256-gcm', encryptionKey, iv);
+      const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+      return ['v1', iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), ciphertext.toString('base64url')].join('.');
+    },
+    decrypt(envelope) {
+      const [version, iv, tag, ciphertext] = envelope.split('.');
+      if (version !== 'v1' || !iv || !tag || ciphertext === undefined) throw new Error('unknown secret envelope');
+      // A fixed tag length: without it GCM accepts a truncated (4-byte) tag, which makes forgery cheap.
+      const decipher = createDecipheriv('aes-256-gcm', encryptionKey, Buffer.from(iv, 'base64url'), { authTagLength: 16 });
+      decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+      return Buffer.concat([decipher.update(Buffer.from(ciphertext, 'base64url')), decipher.final()]).toString('utf8');
+    },
+  };
+}
+
+export function safeEqualHex(a: string, b: string): boolean {
+  const left = Buffer.from(a, 'hex');
+  const right = Buffer.from(b, 'hex');
+  return left.length === right.length && timingSafeEqual(left, right);
+}

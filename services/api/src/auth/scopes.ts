@@ -1,0 +1,48 @@
+import type { Principal } from './principal.ts';
+
+/**
+ * Organization-scoped filters. Every lookup puts the caller's scope in the same query as the id, so
+ * "missing", "another organization's" and "not permitted" are one and the same empty result
+ * (never fetch-then-check). `null` means the caller may see nothing of that kind.
+ */
+export type WorkspaceNeed = 'read' | 'manage' | 'run-tasks' | 'runs:read' | 'runs:plan' | 'runs:apply';
+
+/** A plain filter object: merged into MikroORM queries (cast at the call site to the entity's filter type). */
+export type ScopeFilter = Record<string, unknown>;
+type Scope = ScopeFilter | null;
+
+export function organizationScope(principal: Principal): Scope {
+  return principal.kind === 'admin' ? {} : { id: principal.organizationId };
+}
+
+/** Owners (site admin, organization token) only: teams, tokens, team access, organization settings. */
+export function ownerOrganizationScope(principal: Principal): Scope {
+  if (principal.kind === 'admin') return {};
+  if (principal.kind === 'organization') return { id: principal.organizationId };
+  return null;
+}
+
+const TEAM_ACCESS_FOR: Record<Exclude<WorkspaceNeed, 'manage'>, Record<string, unknown>> = {
+  read: {},
+  'runs:read': {},
+  'runs:plan': { runs: { $in: ['plan', 'apply'] } },
+  'runs:apply': { runs: 'apply' },
+  'run-tasks': { runTasks: true },
+};
+
+export function workspaceScope(principal: Principal, need: WorkspaceNeed): Scope {
+  if (principal.kind === 'admin') return {};
+  const organization = principal.organizationId;
+  if (principal.kind === 'organization') return { organization };
+  // "Manage workspaces" is admin access to every workspace of the organization, as in HCP.
+  if (principal.manageWorkspaces) return { organization };
+  if (need === 'manage') return null;
+  return { organization, teamAccess: { team: principal.teamId, ...TEAM_ACCESS_FOR[need] } };
+}
+
+/** Workspace creation is an organization-level permission. */
+export function canCreateWorkspaces(principal: Principal, organizationId: string): boolean {
+  if (principal.kind === 'admin') return true;
+  if (principal.organizationId !== organizationId) return false;
+  return principal.kind === 'organization' || principal.manageWorkspaces;
+}

@@ -1,0 +1,84 @@
+import type { MikroORM } from '@mikro-orm/postgresql';
+import {
+  ConfigError,
+  createLogger,
+  createSecretBox,
+  ensureDatabaseExists,
+  loadConfig,
+  openOrm,
+  pingRedis,
+  postgresUnreachableMessage,
+  redisUnreachableMessage,
+  resolveSecretKey,
+  type Config,
+  type Logger,
+  type SecretBox,
+} from '@runtasks/shared';
+
+/** A start-up failure with a one-line message for the operator; never a stack trace. */
+export class StartupError extends Error {}
+
+export interface Runtime {
+  config: Config;
+  orm: MikroORM;
+  secrets: SecretBox;
+  logger: Logger;
+}
+
+export interface BootstrapOptions {
+  name: string;
+  createDatabase: boolean;
+  requireRedis: boolean;
+}
+
+export async function bootstrap(options: BootstrapOptions): Promise<Runtime> {
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) throw new StartupError(error.message);
+    throw error;
+  }
+  const logger = createLogger(config.logLevel, options.name);
+  let secretKey: string;
+  try {
+    const resolved = resolveSecretKey(config);
+    if (resolved.generated)
+      logger.warn('SECRET_KEY is not set: generated a development key in .runtasks/secret.key (set SECRET_KEY in production)');
+    secretKey = resolved.key;
+  } catch (error) {
+    if (error instanceof ConfigError) throw new StartupError(error.message);
+    throw error;
+  }
+  let orm: MikroORM;
+  try {
+    if (options.createDatabase) await ensureDatabaseExists(config.databaseUrl);
+    orm = await openOrm(config.databaseUrl);
+    await orm.em.getConnection().execute('select 1');
+  } catch (error) {
+    const message = postgresUnreachableMessage(error, config.databaseUrl);
+    if (message) throw new StartupError(message);
+    throw error;
+  }
+  if (options.requireRedis) {
+    try {
+      await pingRedis(config.redisUrl);
+    } catch (error) {
+      await orm.close();
+      throw new StartupError(redisUnreachableMessage(error, config.redisUrl));
+    }
+  }
+  return { config, orm, secrets: createSecretBox(secretKey), logger };
+}
+
+/** Runs a process entry point: start-up failures print one line and exit 1. */
+export function runMain(main: () => Promise<void>): void {
+  main().catch((error: unknown) => {
+    if (error instanceof StartupError) {
+      process.stderr.write(`${error.message}\n`);
+    } else {
+      process.stderr.write(`Start-up failed: ${error instanceof Error ? error.message : String(error)}\n`);
+    }
+    process.exit(1);
+  });
+}

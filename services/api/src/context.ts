@@ -1,0 +1,48 @@
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import type { Config, Logger, Metrics, ReadinessCheck, SecretBox, TaskClient } from '@runtasks/shared';
+import type { Middleware } from 'koa';
+import type { RateLimiterAbstract } from 'rate-limiter-flexible';
+import type { ParameterizedContext } from 'koa';
+import type { Principal } from './auth/principal.ts';
+
+/** What the API needs from the outside world; built once in main.ts or by a test. */
+export interface ApiDeps {
+  config: Config;
+  orm: MikroORM;
+  secrets: SecretBox;
+  logger: Logger;
+  /** The guarded outbound client; the API uses it for verification requests. */
+  taskClient: TaskClient;
+  /** Operations; tests may leave it out (then: fresh metrics, a PostgreSQL check, no limits, no dashboard). */
+  ops?: Partial<ApiOps>;
+}
+
+export interface ApiOps {
+  metrics: Metrics;
+  /** Beyond PostgreSQL, which is always checked: Redis, pending migrations. */
+  readinessChecks: Record<string, ReadinessCheck>;
+  isDraining: () => boolean;
+  rateLimiter: RateLimiterAbstract | undefined;
+  /** bull-board, already behind its own admin guard. */
+  dashboard: Middleware | undefined;
+}
+
+export interface ApiState {
+  requestId: string;
+  principal: Principal;
+  em: EntityManager;
+  /** Set instead of a principal when a task server reads with a task result's access token. */
+  taskAccess?: TaskAccess;
+}
+
+/** What a task result's access token grants: its own callback and its run's plan JSON, while it lives. */
+export interface TaskAccess {
+  resultId: string;
+  runId: string;
+}
+
+export interface ApiContextExtras {
+  deps: ApiDeps;
+}
+
+export type ApiContext = ParameterizedContext<ApiState, ApiContextExtras> & { params: Record<string, string> };

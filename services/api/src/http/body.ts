@@ -1,0 +1,66 @@
+import { bodyParser } from '@koa/bodyparser';
+import { ApiError } from '@runtasks/shared';
+import type { Middleware } from 'koa';
+import type { z } from 'zod';
+
+export const JSON_BODY_LIMIT = '1mb';
+
+const ACCEPTED_TYPES = new Set(['application/vnd.api+json', 'application/json']);
+
+function hasBody(headers: Record<string, string | string[] | undefined>): boolean {
+  const length = headers['content-length'];
+  return (length !== undefined && length !== '0') || headers['transfer-encoding'] !== undefined;
+}
+
+/**
+ * 415 for any body that is not JSON:API or plain JSON (DESIGN §3). JSON:API 1.0 also requires 415
+ * when its media type carries parameters.
+ */
+export const requireJsonContentType: Middleware = async (ctx, next) => {
+  if (hasBody(ctx.request.headers)) {
+    const header = ctx.request.headers['content-type'] ?? '';
+    const [type = '', ...params] = header.split(';').map((part) => part.trim().toLowerCase());
+    const jsonApiWithParams = type === 'application/vnd.api+json' && params.some((param) => !param.startsWith('charset='));
+    if (!ACCEPTED_TYPES.has(type) || jsonApiWithParams) {
+      throw new ApiError(
+        415,
+        'unsupported media type',
+        `Content-Type must be application/vnd.api+json or application/json; got ${header ? `'${header}'` : 'none'}.`,
+      );
+    }
+  }
+  await next();
+};
+
+export function jsonBodyParser(limit = JSON_BODY_LIMIT): Middleware {
+  return bodyParser({
+    enableTypes: ['json'],
+    // lodash-merged into the defaults index by index, so list both: a one-element list replaced
+    // application/json, whose bodies were then silently dropped.
+    extendTypes: { json: ['application/json', 'application/vnd.api+json'] },
+    jsonLimit: limit,
+    encoding: 'utf-8',
+    onError: (error) => {
+      const status = (error as { status?: number }).status;
+      if (status === 413) throw new ApiError(413, 'payload too large', `The request body exceeds ${limit}.`);
+      throw new ApiError(400, 'malformed JSON', 'The request body is not valid JSON.', { pointer: '' });
+    },
+  });
+}
+
+/** zod issue path → JSON:API pointer: the request schemas mirror the document, so paths line up. The whole document is ''. */
+export function pointerOf(path: readonly PropertyKey[]): string {
+  if (path.length === 0) return '';
+  return '/' + path.map((segment) => String(segment).replaceAll('~', '~0').replaceAll('/', '~1')).join('/');
+}
+
+export function parseWith<T extends z.ZodType>(schema: T, value: unknown): z.output<T> {
+  // reportInput: without it zod leaves `input` out of every issue, and every wrong type read as "missing".
+  const parsed = schema.safeParse(value, { reportInput: true });
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  if (!issue) throw new ApiError(422, 'invalid request');
+  const pointer = pointerOf(issue.path);
+  const missing = issue.code === 'invalid_type' && issue.input === undefined;
+  throw new ApiError(422, missing ? 'missing attribute' : 'invalid attribute', `${pointer} ${issue.message}`.trim(), { pointer });
+}

@@ -1,0 +1,66 @@
+import { ApiError } from '@runtasks/shared';
+import { UniqueConstraintViolationException, DriverException } from '@mikro-orm/core';
+import type { Middleware } from 'koa';
+import { MEDIA_TYPE } from './jsonapi.ts';
+
+interface ErrorObject {
+  status: string;
+  title: string;
+  detail?: string;
+  source?: { pointer?: string; parameter?: string };
+}
+
+/** SQLSTATE classes that mean "the database is unavailable", not "the request is bad". */
+const UNAVAILABLE_CODES = /^(08|53|57P0)/;
+/** Socket errors of a connection to a backing service (a server stopped mid-query resets it). */
+const NETWORK_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'ECONNRESET', 'EPIPE']);
+
+function isUnavailable(error: unknown): boolean {
+  const code = (error as { code?: string }).code;
+  if (typeof code === 'string' && (UNAVAILABLE_CODES.test(code) || NETWORK_CODES.has(code))) return true;
+  // node-postgres reports a connection that died under a query by message only: "Connection terminated…",
+  // and for the next query of the same transaction "Client has encountered a connection error and is not
+  // queryable" (PostgreSQL terminated the session, e.g. pg_terminate_backend or a failover).
+  return (
+    error instanceof Error &&
+    /timeout exceeded when trying to connect|Connection terminated|is not queryable|Client was closed|connection to PostgreSQL ended/i.test(
+      error.message,
+    )
+  );
+}
+
+/** Maps anything thrown below to a JSON:API error; internal details never leave the process. */
+export function toApiError(error: unknown): ApiError {
+  if (error instanceof ApiError) return error;
+  if (error instanceof UniqueConstraintViolationException)
+    return new ApiError(409, 'conflict', 'The resource was changed concurrently; retry the request.');
+  const status = (error as { status?: number }).status;
+  if (status === 405) return new ApiError(405, 'method not allowed', 'This endpoint does not accept that method.');
+  if (status === 501) return new ApiError(405, 'method not allowed', 'This endpoint does not accept that method.');
+  if (isUnavailable(error) || (error instanceof DriverException && isUnavailable(error.cause ?? {}))) {
+    return new ApiError(503, 'service unavailable', 'A backing service is unavailable; retry shortly.', undefined, { 'Retry-After': '5' });
+  }
+  return new ApiError(500, 'internal server error', 'An unexpected error occurred; quote the request id when reporting it.');
+}
+
+export function renderError(error: ApiError): { errors: ErrorObject[] } {
+  const object: ErrorObject = { status: String(error.status), title: error.title };
+  if (error.detail !== undefined) object.detail = error.detail;
+  if (error.source !== undefined) object.source = error.source;
+  return { errors: [object] };
+}
+
+export const errorHandler: Middleware = async (ctx, next) => {
+  try {
+    await next();
+  } catch (thrown) {
+    const error = toApiError(thrown);
+    if (error.status >= 500) {
+      ctx.app.emit('error', thrown, ctx);
+    }
+    ctx.status = error.status;
+    ctx.type = MEDIA_TYPE;
+    for (const [name, value] of Object.entries(error.headers)) ctx.set(name, value);
+    ctx.body = renderError(error);
+  }
+};

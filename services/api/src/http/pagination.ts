@@ -1,0 +1,73 @@
+import { invalidParameter } from '@runtasks/shared';
+import type { Document, PaginationMeta, Resource } from './jsonapi.ts';
+import { uniqueResources } from './jsonapi.ts';
+
+export const DEFAULT_PAGE_SIZE = 20;
+export const MAX_PAGE_SIZE = 100;
+
+export interface Page {
+  number: number;
+  size: number;
+  offset: number;
+}
+
+type Query = Record<string, string | string[] | undefined>;
+
+function positiveInteger(query: Query, name: string, fallback: number, max: number): number {
+  const raw = query[name];
+  if (raw === undefined) return fallback;
+  if (Array.isArray(raw)) throw invalidParameter(name, `${name} must be given at most once.`);
+  if (!/^\d+$/.test(raw)) throw invalidParameter(name, `${name} must be a whole number from 1 to ${max}.`);
+  const value = Number(raw);
+  if (value < 1 || value > max) throw invalidParameter(name, `${name} must be a whole number from 1 to ${max}.`);
+  return value;
+}
+
+export function parsePage(query: Query): Page {
+  const size = positiveInteger(query, 'page[size]', DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE);
+  const number = positiveInteger(query, 'page[number]', 1, Number.MAX_SAFE_INTEGER);
+  return { number, size, offset: (number - 1) * size };
+}
+
+export function paginationMeta(page: Page, totalCount: number): PaginationMeta {
+  const totalPages = Math.max(1, Math.ceil(totalCount / page.size));
+  return {
+    'current-page': page.number,
+    'page-size': page.size,
+    'prev-page': page.number > 1 ? Math.min(page.number - 1, totalPages) : null,
+    'next-page': page.number < totalPages ? page.number + 1 : null,
+    'total-pages': totalPages,
+    'total-count': totalCount,
+  };
+}
+
+/** Absolute links that keep the request's other parameters (include, filter) intact. */
+function pageLinks(requestUrl: URL, meta: PaginationMeta): Record<string, string | null> {
+  const at = (number: number | null): string | null => {
+    if (number === null) return null;
+    const url = new URL(requestUrl);
+    url.searchParams.set('page[number]', String(number));
+    url.searchParams.set('page[size]', String(meta['page-size']));
+    return url.toString();
+  };
+  return {
+    self: at(meta['current-page']),
+    first: at(1),
+    prev: at(meta['prev-page']),
+    next: at(meta['next-page']),
+    last: at(meta['total-pages']),
+  };
+}
+
+export function collection(
+  resources: readonly Resource[],
+  page: Page,
+  totalCount: number,
+  requestUrl: URL,
+  included: readonly Resource[] = [],
+): Document {
+  const meta = paginationMeta(page, totalCount);
+  const document: Document = { data: [...resources], links: pageLinks(requestUrl, meta), meta: { pagination: meta } };
+  if (included.length > 0) document.included = uniqueResources(included);
+  return document;
+}

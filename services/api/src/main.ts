@@ -1,0 +1,65 @@
+import { createTaskClient, Metrics, migrateUp, onShutdownSignals, pendingMigrations } from '@runtasks/shared';
+import { startWorker, type RunningWorker } from '@runtasks/worker';
+import type { Server } from 'node:http';
+import { parseArgs } from 'node:util';
+import { buildApp } from './app.ts';
+import { ensureAdminToken, hasActiveAdminToken, issueToken } from './auth/tokens.ts';
+import { bootstrap, runMain } from './bootstrap.ts';
+import { createApiOps } from './ops/create-ops.ts';
+
+/**
+ * `--role all` (the default, `npm start`): migrations, API and worker in one process, for one machine.
+ * `--role api`: the API alone; workers run as `npm run start:worker`, as many as needed.
+ */
+runMain(async () => {
+  const { values } = parseArgs({ options: { role: { type: 'string', default: 'all' } } });
+  const role = values.role === 'api' ? 'api' : 'all';
+  const runtime = await bootstrap({ name: `runtasks-${role}`, createDatabase: role === 'all', requireRedis: true });
+  const { config, orm, logger } = runtime;
+
+  if (role === 'all') {
+    const applied = await migrateUp(orm);
+    if (applied.length > 0) logger.info({ applied }, 'migrations applied');
+  } else {
+    const pending = await pendingMigrations(orm);
+    if (pending.length > 0) logger.warn({ pending }, 'migrations pending: run `npm run migrate`');
+  }
+
+  const em = orm.em.fork();
+  if (config.adminToken) {
+    await ensureAdminToken(em, runtime.secrets, config.adminToken);
+  } else if (!(await hasActiveAdminToken(em))) {
+    const { secret } = await issueToken(em, runtime.secrets, { kind: 'admin', description: 'first start' });
+    // Printed once, to the terminal only: it is never logged or stored in plaintext.
+    process.stdout.write(`\nSite-admin token (shown once; set ADMIN_TOKEN to choose your own):\n\n  ${secret}\n\n`);
+  } else {
+    logger.info('a site-admin token exists; create another with `npm run cli -- tokens:create --admin`');
+  }
+
+  const taskClient = createTaskClient({ allowlist: config.taskDestinationAllowlist });
+  // One registry for the process: with the worker in-process, /metrics shows both.
+  const metrics = new Metrics();
+  const worker: RunningWorker | undefined =
+    role === 'all' ? await startWorker({ config, orm, logger, secrets: runtime.secrets, taskClient, metrics }) : undefined;
+  const operations = createApiOps({ config, orm, secrets: runtime.secrets, logger, metrics });
+  const app = buildApp({ config, orm, secrets: runtime.secrets, logger, taskClient, ops: operations.ops });
+  const server: Server = await new Promise((resolve) => {
+    const listening = app.listen(config.port, config.host, () => resolve(listening));
+  });
+  server.requestTimeout = 30_000;
+  server.headersTimeout = 15_000;
+  logger.info({ url: config.publicBaseUrl, host: config.host, port: config.port, role }, 'listening');
+
+  onShutdownSignals(logger, config.shutdownTimeoutMs, async () => {
+    // Readiness answers 503 first, so load balancers stop sending before the listener closes.
+    operations.startDraining();
+    await new Promise((resolve) => setTimeout(resolve, config.shutdownDrainDelayMs));
+    // In-flight requests finish; idle keep-alive sockets are closed by Node.
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    // Active jobs finish; nothing new is taken.
+    await worker?.close();
+    await operations.close();
+    await taskClient.close();
+    await orm.close();
+  });
+});

@@ -1,0 +1,55 @@
+import { createBullBoard } from '@bull-board/api';
+import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { KoaAdapter } from '@bull-board/koa';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { isPlausibleToken, type SecretBox } from '@runtasks/shared';
+import type { Queue } from 'bullmq';
+import type { Middleware } from 'koa';
+
+export const DASHBOARD_PATH = '/admin/queues';
+
+/** The site-admin token, as HTTP Basic password (what a browser prompts for) or as a bearer token. */
+function credentialOf(header: string | undefined): string | undefined {
+  const [scheme, value] = (header ?? '').split(' ');
+  if (!value) return undefined;
+  if (scheme?.toLowerCase() === 'bearer') return value;
+  if (scheme?.toLowerCase() !== 'basic') return undefined;
+  const decoded = Buffer.from(value, 'base64').toString('utf8');
+  return decoded.slice(decoded.indexOf(':') + 1);
+}
+
+/**
+ * bull-board behind site-admin authentication, read-only unless configured otherwise. It has no
+ * authentication of its own, so this guard is all that stands in front of it.
+ */
+export function createDashboard(options: { queues: Queue[]; readOnly: boolean; orm: MikroORM; secrets: SecretBox }): Middleware {
+  const adapter = new KoaAdapter().setBasePath(DASHBOARD_PATH);
+  createBullBoard({
+    queues: options.queues.map((queue) => new BullMQAdapter(queue, { readOnlyMode: options.readOnly })),
+    serverAdapter: adapter,
+    options: { uiConfig: { boardTitle: 'Run Tasks queues' } },
+  });
+  const board = adapter.registerPlugin();
+  return async (ctx, next) => {
+    if (ctx.path !== DASHBOARD_PATH && !ctx.path.startsWith(`${DASHBOARD_PATH}/`)) return next();
+    const credential = credentialOf(ctx.get('authorization') || undefined);
+    let allowed = false;
+    if (credential && isPlausibleToken(credential)) {
+      const rows = await options.orm.em
+        .fork()
+        .execute<{ id: string }[]>(
+          `select id from api_tokens where token_hash = ? and kind = 'admin' and revoked_at is null and (expires_at is null or expires_at > now())`,
+          [options.secrets.hashToken(credential)],
+        );
+      allowed = rows.length > 0;
+    }
+    if (!allowed) {
+      ctx.status = 401;
+      ctx.set('WWW-Authenticate', 'Basic realm="Run Tasks dashboard (user: any, password: a site-admin token)", charset="UTF-8"');
+      ctx.type = 'application/vnd.api+json';
+      ctx.body = { errors: [{ status: '401', title: 'unauthorized' }] };
+      return;
+    }
+    await board(ctx, next);
+  };
+}

@@ -1,0 +1,52 @@
+import { ApiError } from '@runtasks/shared';
+import type { Redis } from 'ioredis';
+import type { Next } from 'koa';
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import type { ApiContext } from '../context.ts';
+
+/**
+ * Per-principal limits shared by every API process (Redis), HCP's 30 requests/s by default. When
+ * Redis is unavailable an in-memory limiter per process takes over (fail open, but still bounded).
+ */
+export function createRateLimiter(redis: Redis, prefix: string, perSecond: number): RateLimiterAbstract {
+  return new RateLimiterRedis({
+    storeClient: redis,
+    keyPrefix: `${prefix}:ratelimit`,
+    points: perSecond,
+    duration: 1,
+    insuranceLimiter: new RateLimiterMemory({ points: perSecond, duration: 1 }),
+  });
+}
+
+/** Who is limited: the token, the task result (callbacks have their own budget), else the address. */
+function keyOf(ctx: ApiContext): string {
+  if (ctx.state.principal) return `token:${ctx.state.principal.tokenId}`;
+  if (ctx.state.taskAccess) return `task:${ctx.state.taskAccess.resultId}`;
+  const resultId = ctx.params['task_result_id'];
+  if (resultId) return `callback:${resultId}`;
+  return `ip:${ctx.ip}`;
+}
+
+export function rateLimit(limiter: RateLimiterAbstract | undefined) {
+  return async (ctx: ApiContext, next: Next): Promise<void> => {
+    if (!limiter) return next();
+    try {
+      await limiter.consume(keyOf(ctx));
+    } catch (rejection) {
+      if (!(rejection instanceof RateLimiterRes)) throw rejection;
+      const retryAfter = Math.max(1, Math.ceil(rejection.msBeforeNext / 1000));
+      throw new ApiError(
+        429,
+        'too many requests',
+        `Rate limit of ${limiter.points} requests per second exceeded; retry after ${retryAfter} s.`,
+        undefined,
+        {
+          'Retry-After': String(retryAfter),
+          'X-RateLimit-Limit': String(limiter.points),
+        },
+      );
+    }
+    ctx.set('X-RateLimit-Limit', String(limiter.points));
+    await next();
+  };
+}

@@ -1,0 +1,187 @@
+import type { FilterQuery } from '@mikro-orm/core';
+import { ApiError, ConfigurationVersion, DB_NOW_ISO, generateToken, isPlausibleToken, newId, notFound, Run } from '@runtasks/shared';
+import { z } from 'zod';
+import { workspaceScope } from '../auth/scopes.ts';
+import type { ApiContext } from '../context.ts';
+import { parseWith } from '../http/body.ts';
+import { single } from '../http/jsonapi.ts';
+import { collection, parsePage } from '../http/pagination.ts';
+import { readRawBody } from '../http/raw-body.ts';
+import { serializeConfigurationVersion } from '../serializers/configuration-version.serializer.ts';
+import { checkArchive } from '../services/configuration-version.service.ts';
+import { createRun } from '../services/run.service.ts';
+import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
+import { flexibleBoolean } from './schemas.ts';
+import { findWorkspace } from './workspaces.routes.ts';
+
+const UPLOAD_TOKEN_PREFIX = 'rtup_';
+
+const createSchema = z.object({
+  data: z.object({
+    type: z.literal('configuration-versions'),
+    attributes: z.object({ 'auto-queue-runs': flexibleBoolean.optional(), speculative: flexibleBoolean.optional() }).default({}),
+  }),
+});
+
+/**
+ * No body (the parser gives `{}`), or a document. Not a zod union with `undefined`: a union reports
+ * every failure at "" (hiding the offending attribute's pointer) and never matched the parser's `{}`.
+ */
+function parseCreateAttributes(body: unknown): z.output<typeof createSchema>['data']['attributes'] {
+  const empty = body === undefined || (typeof body === 'object' && body !== null && !Array.isArray(body) && Object.keys(body).length === 0);
+  return empty ? {} : parseWith(createSchema, body).data.attributes;
+}
+
+async function findVersion(ctx: ApiContext): Promise<ConfigurationVersion> {
+  const scope = workspaceScope(ctx.state.principal, 'runs:read');
+  if (!scope) throw notFound();
+  const where = { id: ctx.params['configuration_version_id'] ?? '', workspace: scope } as FilterQuery<ConfigurationVersion>;
+  return orNotFound(await ctx.state.em.findOne(ConfigurationVersion, where));
+}
+
+async function create(ctx: ApiContext): Promise<void> {
+  const workspace = await findWorkspace(ctx, 'runs:plan', { id: ctx.params['workspace_id'] ?? '' });
+  const attributes = parseCreateAttributes(ctx.request.body);
+  const token = generateToken(UPLOAD_TOKEN_PREFIX);
+  const version = ctx.state.em.create(ConfigurationVersion, {
+    id: newId('configurationVersion'),
+    workspace,
+    status: 'pending',
+    autoQueueRuns: attributes['auto-queue-runs'] ?? true,
+    speculative: attributes.speculative ?? false,
+    uploadTokenHash: ctx.deps.secrets.hashToken(token),
+    uploadExpiresAt: new Date(Date.now() + ctx.deps.config.configurationUploadUrlTtlSeconds * 1000),
+  });
+  await ctx.state.em.flush();
+  const uploadUrl = `${ctx.deps.config.publicBaseUrl}/api/v2/uploads/configuration-versions/${token}`;
+  respond(ctx, 201, single(serializeConfigurationVersion(version, uploadUrl)));
+}
+
+/**
+ * `PUT` of the archive to the upload URL, without a token (as go-tfe does): the URL's own secret
+ * authorizes it, once, until it expires. Wrong, used and expired URLs are the same 404.
+ */
+async function upload(ctx: ApiContext): Promise<void> {
+  const token = ctx.params['upload_token'] ?? '';
+  if (!isPlausibleToken(token)) throw notFound();
+  const em = ctx.state.em;
+  const where = {
+    uploadTokenHash: ctx.deps.secrets.hashToken(token),
+    status: 'pending',
+    uploadExpiresAt: { $gt: new Date() },
+  } as FilterQuery<ConfigurationVersion>;
+  const version = orNotFound(await em.findOne(ConfigurationVersion, where, { populate: ['workspace', 'workspace.organization'] }));
+  const archive = await readRawBody(ctx.req, ctx.deps.config.configurationVersionMaxBytes);
+  const check = checkArchive(archive, ctx.deps.config.configurationVersionMaxBytes);
+  if (!check.ok && !check.errored) throw new ApiError(check.status, 'invalid archive', check.detail);
+  const status = check.ok ? 'uploaded' : 'errored';
+  await em.transactional(async (tx) => {
+    const claimed = await tx.execute(
+      `update configuration_versions set status = ?, error_message = ?, archive = ?, archive_size = ?, upload_token_hash = null,
+              status_timestamps = status_timestamps || jsonb_build_object(?::text, ${DB_NOW_ISO}), updated_at = now()
+        where id = ? and status = 'pending' and upload_token_hash is not null`,
+      [status, check.ok ? null : check.detail, check.ok ? archive : null, archive.length, `${status}-at`, version.id],
+      'run',
+    );
+    // A concurrent upload to the same URL won: this one found a used URL.
+    if ((claimed as { affectedRows?: number }).affectedRows === 0) throw notFound();
+    if (check.ok && version.autoQueueRuns) {
+      await createRun(tx, version.workspace, {
+        message: 'Triggered via API',
+        planOnly: version.speculative,
+        isDestroy: false,
+        autoApply: version.workspace.autoApply,
+        planJson: null,
+        configurationVersionId: version.id,
+        createdBy: null,
+      });
+    }
+  });
+  if (!check.ok) throw new ApiError(check.status, 'invalid archive', check.detail);
+  respond(ctx, 200);
+}
+
+async function show(ctx: ApiContext): Promise<void> {
+  respond(ctx, 200, single(serializeConfigurationVersion(await findVersion(ctx))));
+}
+
+async function list(ctx: ApiContext): Promise<void> {
+  const workspace = await findWorkspace(ctx, 'runs:read', { id: ctx.params['workspace_id'] ?? '' });
+  const page = parsePage(ctx.query);
+  const [versions, total] = await ctx.state.em.findAndCount(
+    ConfigurationVersion,
+    { workspace: workspace.id },
+    { orderBy: { createdAt: 'desc', id: 'desc' }, limit: page.size, offset: page.offset },
+  );
+  respond(
+    ctx,
+    200,
+    collection(
+      versions.map((version) => serializeConfigurationVersion(version)),
+      page,
+      total,
+      publicRequestUrl(ctx),
+    ),
+  );
+}
+
+/** The archive, for API tokens with read access or a task result's access token of a run that uses it. */
+async function download(ctx: ApiContext): Promise<void> {
+  const id = ctx.params['configuration_version_id'] ?? '';
+  const access = ctx.state.taskAccess;
+  if (access) {
+    const run = await ctx.state.em.findOne(Run, { id: access.runId, configurationVersionId: id }, { fields: ['id'] });
+    orNotFound(run);
+  }
+  const version = access ? orNotFound(await ctx.state.em.findOne(ConfigurationVersion, { id })) : await findVersion(ctx);
+  if (version.status !== 'uploaded') throw notFound();
+  await ctx.state.em.populate(version, ['archive']);
+  ctx.status = 200;
+  ctx.type = 'application/octet-stream';
+  ctx.set('Content-Disposition', `attachment; filename="${version.id}.tar.gz"`);
+  ctx.body = version.archive ?? Buffer.alloc(0);
+}
+
+export const configurationVersionRoutes: RouteDef[] = [
+  {
+    method: 'POST',
+    path: '/workspaces/:workspace_id/configuration-versions',
+    auth: 'token',
+    summary: 'Create a configuration version and its upload URL',
+    requestSchema: createSchema,
+    optionalBody: true,
+    handler: create,
+  },
+  {
+    method: 'GET',
+    path: '/workspaces/:workspace_id/configuration-versions',
+    auth: 'token',
+    summary: "List a workspace's configuration versions",
+    query: { page: true },
+    handler: list,
+  },
+  {
+    method: 'GET',
+    path: '/configuration-versions/:configuration_version_id',
+    auth: 'token',
+    summary: 'Show a configuration version',
+    handler: show,
+  },
+  {
+    method: 'GET',
+    path: '/configuration-versions/:configuration_version_id/download',
+    auth: 'token-or-task',
+    summary: "Download a configuration version's archive (.tar.gz)",
+    response: { status: 200, content: 'binary' },
+    handler: download,
+  },
+  {
+    method: 'PUT',
+    path: '/uploads/configuration-versions/:upload_token',
+    auth: 'public',
+    body: 'raw',
+    summary: 'Upload the configuration archive (.tar.gz) to its one-time upload URL',
+    response: { status: 200, content: 'none' },
+    handler: upload,
+  },
+];

@@ -1,0 +1,33 @@
+import type { RouteDef } from './define.ts';
+import { adminRoutes } from './admin.routes.ts';
+import { callbackRoutes } from './callback.routes.ts';
+import { configurationVersionRoutes } from './configuration-versions.routes.ts';
+import { metaRoutes } from './meta.routes.ts';
+import { organizationRoutes } from './organizations.routes.ts';
+import { runRoutes } from './runs.routes.ts';
+import { runTaskRoutes } from './run-tasks.routes.ts';
+import { taskResultRoutes } from './task-results.routes.ts';
+import { taskStageRoutes } from './task-stages.routes.ts';
+import { workspaceTaskRoutes } from './workspace-tasks.routes.ts';
+import { teamWorkspaceRoutes } from './team-workspaces.routes.ts';
+import { teamRoutes } from './teams.routes.ts';
+import { tokenRoutes } from './tokens.routes.ts';
+import { workspaceRoutes } from './workspaces.routes.ts';
+
+/** Every API route. The isolation test walks this table, so a new route is covered automatically. */
+export const ROUTES: readonly RouteDef[] = [
+  ...metaRoutes,
+  ...organizationRoutes,
+  ...tokenRoutes,
+  ...teamRoutes,
+  ...teamWorkspaceRoutes,
+  ...workspaceRoutes,
+  ...runRoutes,
+  ...runTaskRoutes,
+  ...workspaceTaskRoutes,
+  ...taskStageRoutes,
+  ...taskResultRoutes,
+  ...callbackRoutes,
+  ...configurationVersionRoutes,
+  ...adminRoutes,
+];

@@ -1,0 +1,133 @@
+import type { FilterQuery } from '@mikro-orm/core';
+import { ApiError, EDITIONS, newId, notFound, Organization } from '@runtasks/shared';
+import { z } from 'zod';
+import { isAdmin, isOwnerOf } from '../auth/principal.ts';
+import { organizationScope, ownerOrganizationScope } from '../auth/scopes.ts';
+import type { ApiContext } from '../context.ts';
+import { parseWith } from '../http/body.ts';
+import { single } from '../http/jsonapi.ts';
+import { collection, parsePage } from '../http/pagination.ts';
+import { serializeEntitlementSet, serializeOrganization } from '../serializers/organization.serializer.ts';
+import { orNotFound, publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
+import { flexibleBoolean, nameSchema, noRelationships, resourceDocument, safeText } from './schemas.ts';
+
+const emailSchema = z.email('must be a valid email address').max(255);
+
+const createSchema = resourceDocument(
+  'organizations',
+  z.object({
+    name: nameSchema(40),
+    email: emailSchema,
+    edition: z.enum(EDITIONS).optional(),
+    'task-overrides-enabled': flexibleBoolean.optional(),
+  }),
+  noRelationships,
+);
+
+const updateSchema = resourceDocument(
+  'organizations',
+  z
+    .object({
+      email: emailSchema.optional(),
+      edition: z.enum(EDITIONS).optional(),
+      'task-overrides-enabled': flexibleBoolean.optional(),
+      name: safeText(40).optional(),
+    })
+    .default({}),
+  noRelationships,
+);
+
+/** Looks the organization up by name inside the caller's scope: missing and forbidden are the same 404. */
+export async function findOrganization(ctx: ApiContext, owner = false): Promise<Organization> {
+  const scope = owner ? ownerOrganizationScope(ctx.state.principal) : organizationScope(ctx.state.principal);
+  const name = ctx.params['organization_name'] ?? '';
+  return orNotFound(scope && (await ctx.state.em.findOne(Organization, { ...scope, name } as FilterQuery<Organization>)));
+}
+
+async function create(ctx: ApiContext): Promise<void> {
+  if (!isAdmin(ctx.state.principal)) throw notFound();
+  const { attributes } = parseWith(createSchema, ctx.request.body).data;
+  const organization = ctx.state.em.create(Organization, {
+    id: newId('organization'),
+    name: attributes.name,
+    email: attributes.email,
+    edition: attributes.edition ?? 'standard',
+    taskOverridesEnabled: attributes['task-overrides-enabled'] ?? false,
+  });
+  await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
+  respond(ctx, 201, single(serializeOrganization(organization)));
+}
+
+async function list(ctx: ApiContext): Promise<void> {
+  const page = parsePage(ctx.query);
+  const scope = organizationScope(ctx.state.principal) ?? { id: null };
+  const [organizations, total] = await ctx.state.em.findAndCount(Organization, scope as FilterQuery<Organization>, {
+    orderBy: { createdAt: 'asc', id: 'asc' },
+    limit: page.size,
+    offset: page.offset,
+  });
+  respond(ctx, 200, collection(organizations.map(serializeOrganization), page, total, publicRequestUrl(ctx)));
+}
+
+async function show(ctx: ApiContext): Promise<void> {
+  respond(ctx, 200, single(serializeOrganization(await findOrganization(ctx))));
+}
+
+async function update(ctx: ApiContext): Promise<void> {
+  const organization = await findOrganization(ctx, true);
+  const { attributes } = parseWith(updateSchema, ctx.request.body).data;
+  if (attributes.name !== undefined && attributes.name !== organization.name) {
+    throw new ApiError(422, 'invalid attribute', 'Organizations cannot be renamed.', { pointer: '/data/attributes/name' });
+  }
+  // The edition is billing, not ownership: only the site admin changes it.
+  if (attributes.edition !== undefined && attributes.edition !== organization.edition && !isAdmin(ctx.state.principal)) {
+    throw new ApiError(422, 'invalid attribute', 'Only a site administrator can change the edition.', {
+      pointer: '/data/attributes/edition',
+    });
+  }
+  if (attributes.email !== undefined) organization.email = attributes.email;
+  if (attributes.edition !== undefined) organization.edition = attributes.edition;
+  if (attributes['task-overrides-enabled'] !== undefined) organization.taskOverridesEnabled = attributes['task-overrides-enabled'];
+  await ctx.state.em.flush();
+  respond(ctx, 200, single(serializeOrganization(organization)));
+}
+
+async function destroy(ctx: ApiContext): Promise<void> {
+  const organization = await findOrganization(ctx, true);
+  if (!isOwnerOf(ctx.state.principal, organization.id)) throw notFound();
+  await ctx.state.em.nativeDelete(Organization, { id: organization.id });
+  respond(ctx, 204);
+}
+
+async function entitlementSet(ctx: ApiContext): Promise<void> {
+  respond(ctx, 200, single(serializeEntitlementSet(await findOrganization(ctx))));
+}
+
+export const organizationRoutes: RouteDef[] = [
+  {
+    method: 'POST',
+    path: '/organizations',
+    auth: 'token',
+    summary: 'Create an organization (site admin)',
+    requestSchema: createSchema,
+    handler: create,
+  },
+  { method: 'GET', path: '/organizations', auth: 'token', summary: 'List organizations', query: { page: true }, handler: list },
+  { method: 'GET', path: '/organizations/:organization_name', auth: 'token', summary: 'Show an organization', handler: show },
+  {
+    method: 'PATCH',
+    path: '/organizations/:organization_name',
+    auth: 'token',
+    summary: 'Update an organization',
+    requestSchema: updateSchema,
+    handler: update,
+  },
+  { method: 'DELETE', path: '/organizations/:organization_name', auth: 'token', summary: 'Delete an organization', handler: destroy },
+  {
+    method: 'GET',
+    path: '/organizations/:organization_name/entitlement-set',
+    auth: 'token',
+    summary: "Show an organization's entitlements",
+    handler: entitlementSet,
+  },
+];

@@ -1,0 +1,293 @@
+import type { FilterQuery } from '@mikro-orm/core';
+import { ConfigurationVersion, invalidAttribute, notFound, Run, RUN_STAGES, TaskResult, TaskStage, type RunAction } from '@runtasks/shared';
+import { z } from 'zod';
+import type { Principal } from '../auth/principal.ts';
+import { workspaceScope, type WorkspaceNeed } from '../auth/scopes.ts';
+import type { ApiContext } from '../context.ts';
+import { parseWith } from '../http/body.ts';
+import { parseInclude } from '../http/include.ts';
+import { single, type Resource } from '../http/jsonapi.ts';
+import { collection, parsePage } from '../http/pagination.ts';
+import { serializeRun } from '../serializers/run.serializer.ts';
+import { serializeTaskStage } from '../serializers/task-stage.serializer.ts';
+import { applyRunAction, createRun } from '../services/run.service.ts';
+import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
+import { findWorkspace } from './workspaces.routes.ts';
+import { flexibleBoolean, relationshipTo, resourceDocument, safeText } from './schemas.ts';
+
+/** How deep a plan document may nest: JSON.stringify (MikroORM, Koa, the worker) recurses, and a few thousand levels overflow the stack. */
+export const MAX_PLAN_DEPTH = 512;
+
+/** Whether a value nests objects or arrays deeper than `max` levels (the value itself is level 1); iterative. */
+function nestsDeeperThan(value: unknown, max: number): boolean {
+  const pending: [unknown, number][] = [[value, 1]];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [item, depth] = next;
+    if (item === null || typeof item !== 'object') continue;
+    if (depth > max) return true;
+    for (const child of Object.values(item)) pending.push([child, depth + 1]);
+  }
+  return false;
+}
+
+/** jsonb cannot hold NUL (in keys or strings): found iteratively, so deep nesting cannot overflow the stack. */
+function containsNul(value: unknown): boolean {
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const item = pending.pop();
+    if (typeof item === 'string') {
+      if (item.includes('\u0000')) return true;
+    } else if (item !== null && typeof item === 'object') {
+      for (const [key, child] of Object.entries(item)) {
+        if (key.includes('\u0000')) return true;
+        pending.push(child);
+      }
+    }
+  }
+  return false;
+}
+
+const createSchema = resourceDocument(
+  'runs',
+  z
+    .object({
+      message: safeText(10_000).nullable().optional(),
+      'plan-only': flexibleBoolean.optional(),
+      'is-destroy': flexibleBoolean.optional(),
+      'auto-apply': flexibleBoolean.optional(),
+      // A plan JSON document served to task servers at plan_json_api_url; otherwise a minimal one is.
+      'plan-json': z
+        .record(z.string(), z.unknown())
+        .refine((value) => !containsNul(value), 'must not contain NUL characters')
+        .refine((value) => !nestsDeeperThan(value, MAX_PLAN_DEPTH), `must not nest deeper than ${MAX_PLAN_DEPTH} levels`)
+        .optional(),
+    })
+    .default({}),
+  z.object({
+    workspace: relationshipTo('workspaces'),
+    'configuration-version': z
+      // configuration_version_id is varchar(32): a longer id was a 500.
+      .object({ data: z.object({ type: z.literal('configuration-versions'), id: safeText(32) }).nullable() })
+      .optional(),
+  }),
+);
+
+// Not a union with z.undefined(): a union reports any failure at the document root, losing the pointer.
+const actionSchema = z.object({ comment: safeText(10_000).nullable().optional() }).optional();
+
+/** Runs are found through their workspace's scope, in the same query. */
+export async function findRun(ctx: ApiContext, need: WorkspaceNeed, where: FilterQuery<Run>): Promise<Run> {
+  const scope = workspaceScope(ctx.state.principal, need);
+  if (!scope) throw notFound();
+  return orNotFound(
+    await ctx.state.em.findOne(Run, { $and: [where, { workspace: scope }] } as FilterQuery<Run>, { populate: ['workspace'] }),
+  );
+}
+
+export function canOverrideTasks(principal: Principal, organizationId: string): boolean {
+  if (principal.kind === 'team') return principal.organizationId === organizationId && principal.managePolicyOverrides;
+  return principal.kind === 'admin' || principal.organizationId === organizationId;
+}
+
+const stageOrder = (stage: TaskStage): number => RUN_STAGES.indexOf(stage.stage);
+
+async function stagesOf(ctx: ApiContext, runs: readonly Run[]): Promise<Map<string, TaskStage[]>> {
+  const stages = runs.length === 0 ? [] : await ctx.state.em.find(TaskStage, { run: { $in: runs.map((run) => run.id) } });
+  const byRun = new Map<string, TaskStage[]>();
+  for (const stage of stages.sort((a, b) => stageOrder(a) - stageOrder(b))) {
+    byRun.set(stage.run.id, [...(byRun.get(stage.run.id) ?? []), stage]);
+  }
+  return byRun;
+}
+
+async function includedStages(ctx: ApiContext, run: Run, stages: readonly TaskStage[]): Promise<Resource[]> {
+  if (stages.length === 0) return [];
+  const results = await ctx.state.em.find(
+    TaskResult,
+    { taskStage: { $in: stages.map((stage) => stage.id) } },
+    { fields: ['id', 'taskStage'], orderBy: { createdAt: 'asc', id: 'asc' } },
+  );
+  const permissions = { canOverrideTasks: canOverrideTasks(ctx.state.principal, run.organization.id) };
+  return stages.map((stage) =>
+    serializeTaskStage(
+      stage,
+      results.filter((result) => result.taskStage.id === stage.id).map((result) => result.id),
+      permissions,
+    ),
+  );
+}
+
+/** The run's configuration version must belong to its workspace and be uploaded. */
+async function uploadedConfigurationVersion(
+  ctx: ApiContext,
+  workspaceId: string,
+  id: string | undefined,
+): Promise<ConfigurationVersion | null> {
+  if (!id) return null;
+  const pointer = '/data/relationships/configuration-version/data/id';
+  const version = await ctx.state.em.findOne(ConfigurationVersion, { id, workspace: workspaceId });
+  if (!version) throw invalidAttribute(pointer, 'No configuration version with this id exists in the workspace.');
+  if (version.status !== 'uploaded')
+    throw invalidAttribute(pointer, `The configuration version is ${version.status}; upload its archive first.`);
+  return version;
+}
+
+async function create(ctx: ApiContext): Promise<void> {
+  const { attributes, relationships } = parseWith(createSchema, ctx.request.body).data;
+  const workspace = await findWorkspace(ctx, 'runs:plan', { id: relationships.workspace.data.id });
+  const configurationVersion = await uploadedConfigurationVersion(ctx, workspace.id, relationships['configuration-version']?.data?.id);
+  const run = await createRun(ctx.state.em, workspace, {
+    message: attributes.message ?? 'Queued manually via the API',
+    // A speculative configuration version makes a speculative (plan-only) run, as in HCP.
+    planOnly: (attributes['plan-only'] ?? false) || (configurationVersion?.speculative ?? false),
+    isDestroy: attributes['is-destroy'] ?? false,
+    autoApply: attributes['auto-apply'] ?? workspace.autoApply,
+    planJson: attributes['plan-json'] ?? null,
+    configurationVersionId: configurationVersion?.id ?? null,
+    createdBy: ctx.state.principal.tokenId,
+  });
+  const stages = (await stagesOf(ctx, [run])).get(run.id) ?? [];
+  respond(
+    ctx,
+    201,
+    single(
+      serializeRun(
+        run,
+        stages.map((stage) => stage.id),
+      ),
+    ),
+  );
+}
+
+async function show(ctx: ApiContext): Promise<void> {
+  const include = parseInclude(ctx.query, ['task_stages']);
+  const run = await findRun(ctx, 'runs:read', { id: ctx.params['run_id'] ?? '' });
+  const stages = (await stagesOf(ctx, [run])).get(run.id) ?? [];
+  const included = include.has('task_stages') ? await includedStages(ctx, run, stages) : [];
+  respond(
+    ctx,
+    200,
+    single(
+      serializeRun(
+        run,
+        stages.map((stage) => stage.id),
+      ),
+      included,
+    ),
+  );
+}
+
+async function listForWorkspace(ctx: ApiContext): Promise<void> {
+  const include = parseInclude(ctx.query, ['task_stages']);
+  const workspace = await findWorkspace(ctx, 'runs:read', { id: ctx.params['workspace_id'] ?? '' });
+  const page = parsePage(ctx.query);
+  const [runs, total] = await ctx.state.em.findAndCount(
+    Run,
+    { workspace: workspace.id },
+    { orderBy: { createdAt: 'desc', id: 'desc' }, limit: page.size, offset: page.offset },
+  );
+  const stages = await stagesOf(ctx, runs);
+  const resources = runs.map((run) =>
+    serializeRun(
+      run,
+      (stages.get(run.id) ?? []).map((stage) => stage.id),
+    ),
+  );
+  const included = include.has('task_stages')
+    ? (await Promise.all(runs.map((run) => includedStages(ctx, run, stages.get(run.id) ?? [])))).flat()
+    : [];
+  respond(ctx, 200, collection(resources, page, total, publicRequestUrl(ctx), included));
+}
+
+function action(name: RunAction) {
+  return async (ctx: ApiContext): Promise<void> => {
+    parseWith(actionSchema, ctx.request.body);
+    const run = await findRun(ctx, 'runs:apply', { id: ctx.params['run_id'] ?? '' });
+    await applyRunAction(ctx.state.em, run, name);
+    // HCP answers run actions with 202 Accepted and no body.
+    respond(ctx, 202);
+  };
+}
+
+/** A minimal valid plan document for runs created without one (DESIGN §3 Plan JSON). */
+function minimalPlan(terraformVersion: string): Record<string, unknown> {
+  return {
+    format_version: '1.2',
+    terraform_version: terraformVersion,
+    planned_values: { root_module: {} },
+    resource_changes: [],
+    configuration: { root_module: {} },
+  };
+}
+
+function planJson(where: (ctx: ApiContext) => FilterQuery<Run>) {
+  return async (ctx: ApiContext): Promise<void> => {
+    const access = ctx.state.taskAccess;
+    // A task result's access token reads its own run's plan only; anything else is a 404.
+    const run = access
+      ? orNotFound(
+          await ctx.state.em.findOne(Run, { $and: [where(ctx), { id: access.runId }] } as FilterQuery<Run>, { populate: ['workspace'] }),
+        )
+      : await findRun(ctx, 'runs:read', where(ctx));
+    await ctx.state.em.populate(run, ['planJson']);
+    ctx.status = 200;
+    ctx.type = 'application/json';
+    ctx.body = run.planJson ?? minimalPlan(run.workspace.terraformVersion);
+  };
+}
+
+export const runRoutes: RouteDef[] = [
+  { method: 'POST', path: '/runs', auth: 'token', summary: 'Create a run in a workspace', requestSchema: createSchema, handler: create },
+  { method: 'GET', path: '/runs/:run_id', auth: 'token', summary: 'Show a run', query: { include: ['task_stages'] }, handler: show },
+  {
+    method: 'GET',
+    path: '/workspaces/:workspace_id/runs',
+    auth: 'token',
+    summary: "List a workspace's runs",
+    query: { page: true, include: ['task_stages'] },
+    handler: listForWorkspace,
+  },
+  {
+    method: 'POST',
+    path: '/runs/:run_id/actions/apply',
+    auth: 'token',
+    summary: 'Apply a run',
+    requestSchema: actionSchema,
+    response: { status: 202, content: 'none' },
+    handler: action('apply'),
+  },
+  {
+    method: 'POST',
+    path: '/runs/:run_id/actions/cancel',
+    auth: 'token',
+    summary: 'Cancel a run',
+    requestSchema: actionSchema,
+    response: { status: 202, content: 'none' },
+    handler: action('cancel'),
+  },
+  {
+    method: 'POST',
+    path: '/runs/:run_id/actions/discard',
+    auth: 'token',
+    summary: 'Discard a run',
+    requestSchema: actionSchema,
+    response: { status: 202, content: 'none' },
+    handler: action('discard'),
+  },
+  {
+    method: 'GET',
+    path: '/plans/:plan_id/json-output',
+    auth: 'token-or-task',
+    summary: "Download a plan's JSON output (by plan id)",
+    response: { status: 200, content: 'json' },
+    handler: planJson((ctx) => ({ planId: ctx.params['plan_id'] ?? '' })),
+  },
+  {
+    method: 'GET',
+    path: '/runs/:run_id/plan/json-output',
+    auth: 'token-or-task',
+    summary: "Download a run's plan JSON output",
+    response: { status: 200, content: 'json' },
+    handler: planJson((ctx) => ({ id: ctx.params['run_id'] ?? '' })),
+  },
+];

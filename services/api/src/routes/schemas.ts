@@ -1,0 +1,62 @@
+import { z } from 'zod';
+
+/** `true`/`false`, also as strings: HCP's own samples send strings for booleans (DESIGN §3). */
+export const flexibleBoolean = z.union([z.boolean(), z.enum(['true', 'false']).transform((value) => value === 'true')]);
+
+/** PostgreSQL text cannot hold NUL; rejecting it here keeps a driver error (a 500) out of reach. */
+export const safeText = (max: number) =>
+  z
+    .string()
+    .max(max, `must be at most ${max} characters`)
+    .refine((value) => !value.includes('\u0000'), 'must not contain NUL characters');
+
+export const identifier = (type: string) => z.object({ type: z.literal(type), id: safeText(64).min(1) });
+
+export const relationshipTo = (type: string) => z.object({ data: identifier(type) });
+
+/** `{ data: { type, attributes, relationships } }`; unknown attributes are ignored, as HCP does. */
+export function resourceDocument<A extends z.ZodType, R extends z.ZodType>(type: string, attributes: A, relationships: R) {
+  return z.object({
+    data: z.object({
+      type: z.literal(type),
+      id: z.string().optional(),
+      attributes,
+      relationships,
+    }),
+  });
+}
+
+export const noRelationships = z.unknown().optional();
+
+export const NAME_PATTERN = /^[A-Za-z0-9_-]+$/;
+export const nameSchema = (max: number) =>
+  z
+    .string()
+    .min(1, 'must not be empty')
+    .max(max, `must be at most ${max} characters`)
+    .regex(NAME_PATTERN, 'may only contain letters, numbers, - and _');
+
+/** Characters as people (and HCP's Rails) count them: code points, not bytes or UTF-16 units. */
+export const characters = (max: number) =>
+  z
+    .string()
+    .refine((value) => [...value].length <= max, `must be at most ${max} characters`)
+    .refine((value) => !value.includes('\u0000'), 'must not contain NUL characters');
+
+export const httpUrl = z
+  .string()
+  .max(2048, 'must be at most 2048 characters')
+  // The URL parser percent-encodes a NUL, but the value is stored as given: PostgreSQL text cannot hold it.
+  .refine((value) => !value.includes('\u0000'), 'must not contain NUL characters')
+  .refine((value) => {
+    try {
+      const url = new URL(value);
+      return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname.length > 0;
+    } catch {
+      return false;
+    }
+  }, 'must be an http or https URL');
+
+/** A list without repeats: a stage given twice is a client mistake, not something to deduplicate silently. */
+export const distinctList = <T extends z.ZodType>(item: T) =>
+  z.array(item).refine((values) => new Set(values).size === values.length, 'must not repeat a value');

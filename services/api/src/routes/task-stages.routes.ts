@@ -1,0 +1,134 @@
+import type { FilterQuery } from '@mikro-orm/core';
+import { conflict, DB_NOW_ISO, JOBS, notFound, recordOutboxEvent, RUN_STAGES, TaskResult, TaskStage } from '@runtasks/shared';
+import { z } from 'zod';
+import { workspaceScope } from '../auth/scopes.ts';
+import type { ApiContext } from '../context.ts';
+import { parseWith } from '../http/body.ts';
+import { parseInclude } from '../http/include.ts';
+import { single, type Resource } from '../http/jsonapi.ts';
+import { collection, parsePage } from '../http/pagination.ts';
+import { serializeRun } from '../serializers/run.serializer.ts';
+import { serializeTaskResult, serializeTaskStage } from '../serializers/task-stage.serializer.ts';
+import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
+import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
+import { canOverrideTasks, findRun } from './runs.routes.ts';
+import { safeText } from './schemas.ts';
+
+const INCLUDES = ['run', 'run.workspace', 'task_results', 'policy_evaluations'] as const;
+type Include = (typeof INCLUDES)[number];
+
+/** go-tfe sends plain JSON here, not a JSON:API document: `{}` or `{"comment": "…"}`. */
+const overrideSchema = z.object({ comment: safeText(10_000).nullable().optional() }).optional();
+
+const stageOrder = (stage: TaskStage): number => RUN_STAGES.indexOf(stage.stage);
+
+async function findStage(ctx: ApiContext): Promise<TaskStage> {
+  const scope = workspaceScope(ctx.state.principal, 'runs:read');
+  if (!scope) throw notFound();
+  const where = { id: ctx.params['task_stage_id'] ?? '', run: { workspace: scope } } as FilterQuery<TaskStage>;
+  return orNotFound(await ctx.state.em.findOne(TaskStage, where, { populate: ['run', 'run.workspace', 'run.organization'] }));
+}
+
+async function render(
+  ctx: ApiContext,
+  stages: readonly TaskStage[],
+  include: Set<Include>,
+): Promise<{ data: Resource[]; included: Resource[] }> {
+  const em = ctx.state.em;
+  const results =
+    stages.length === 0
+      ? []
+      : await em.find(TaskResult, { taskStage: { $in: stages.map((stage) => stage.id) } }, { orderBy: { createdAt: 'asc', id: 'asc' } });
+  const data = stages.map((stage) =>
+    serializeTaskStage(
+      stage,
+      results.filter((result) => result.taskStage.id === stage.id).map((result) => result.id),
+      { canOverrideTasks: canOverrideTasks(ctx.state.principal, stage.run.organization.id) },
+    ),
+  );
+  const included: Resource[] = [];
+  if (include.has('task_results')) included.push(...results.map(serializeTaskResult));
+  if (include.has('run') || include.has('run.workspace')) {
+    // The included run is the run's own document: all of its stages, not only those on this page.
+    const runs = [...new Map(stages.map((stage) => [stage.run.id, stage.run])).values()];
+    const siblings = (await em.find(TaskStage, { run: { $in: runs.map((run) => run.id) } })).sort((a, b) => stageOrder(a) - stageOrder(b));
+    for (const run of runs) {
+      const stageIds = siblings.filter((other) => other.run.id === run.id).map((other) => other.id);
+      included.push(serializeRun(run, stageIds));
+      if (include.has('run.workspace')) included.push(serializeWorkspace(run.workspace, run.organization.name));
+    }
+  }
+  return { data, included };
+}
+
+async function listForRun(ctx: ApiContext): Promise<void> {
+  const include = parseInclude(ctx.query, INCLUDES);
+  const page = parsePage(ctx.query);
+  const run = await findRun(ctx, 'runs:read', { id: ctx.params['run_id'] ?? '' });
+  // Only the included workspace document needs the organization's name (its links).
+  if (include.has('run.workspace')) await ctx.state.em.populate(run, ['organization']);
+  // At most four stages per run: ordered in lifecycle order and paginated in memory. Their `run` is
+  // the run loaded above (one identity map), so it is not read again.
+  const stages = (await ctx.state.em.find(TaskStage, { run: run.id })).sort((a, b) => stageOrder(a) - stageOrder(b));
+  const { data, included } = await render(ctx, stages.slice(page.offset, page.offset + page.size), include);
+  respond(ctx, 200, collection(data, page, stages.length, publicRequestUrl(ctx), included));
+}
+
+async function show(ctx: ApiContext): Promise<void> {
+  const include = parseInclude(ctx.query, INCLUDES);
+  const stage = await findStage(ctx);
+  const { data, included } = await render(ctx, [stage], include);
+  respond(ctx, 200, single(data[0] as Resource, included));
+}
+
+async function override(ctx: ApiContext): Promise<void> {
+  parseWith(overrideSchema, ctx.request.body);
+  const stage = await findStage(ctx);
+  if (!canOverrideTasks(ctx.state.principal, stage.run.organization.id)) throw notFound();
+  // One conditional update: of two concurrent overrides exactly one wins, the other gets 409. The
+  // workers are woken through the outbox in the same transaction, to pass the stage and go on.
+  await ctx.state.em.transactional(async (tx) => {
+    const updated = await tx.execute(
+      `update task_stages set status = 'running', status_timestamps = status_timestamps || jsonb_build_object('running-at', ${DB_NOW_ISO}),
+              version = version + 1, updated_at = now()
+        where id = ? and status = 'awaiting_override'`,
+      [stage.id],
+      'run',
+    );
+    if ((updated as { affectedRows?: number }).affectedRows === 0) {
+      throw conflict(`A task stage that is ${stage.status} cannot be overridden.`, 'transition not allowed');
+    }
+    await recordOutboxEvent(tx, JOBS.runAdvance, stage.run.id);
+  });
+  await ctx.state.em.refresh(stage);
+  const { data } = await render(ctx, [stage], new Set());
+  respond(ctx, 200, single(data[0] as Resource));
+}
+
+export const taskStageRoutes: RouteDef[] = [
+  {
+    method: 'GET',
+    path: '/runs/:run_id/task-stages',
+    auth: 'token',
+    summary: "List a run's task stages",
+    query: { page: true, include: INCLUDES },
+    handler: listForRun,
+  },
+  {
+    method: 'GET',
+    path: '/task-stages/:task_stage_id',
+    auth: 'token',
+    summary: 'Show a task stage',
+    query: { include: INCLUDES },
+    handler: show,
+  },
+  {
+    method: 'POST',
+    path: '/task-stages/:task_stage_id/actions/override',
+    auth: 'token',
+    summary: 'Override a task stage awaiting override, so the run continues',
+    requestSchema: overrideSchema,
+    response: { status: 200 },
+    handler: override,
+  },
+];

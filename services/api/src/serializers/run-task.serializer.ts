@@ -1,0 +1,94 @@
+import type { DeliveryAttempt, RunTask, TaskResultOutcome, WorkspaceTask } from '@runtasks/shared';
+import { selfLink, timestamp, toMany, toOne, type Resource } from '../http/jsonapi.ts';
+
+export interface RunTaskView {
+  organizationName: string;
+  workspaceTaskIds: readonly string[];
+  /** `global-configuration` is present only when the organization is entitled to global run tasks. */
+  globalEntitled: boolean;
+}
+
+export function serializeRunTask(task: RunTask, view: RunTaskView): Resource {
+  const attributes: Record<string, unknown> = {
+    name: task.name,
+    url: task.url,
+    description: task.description ?? null,
+    category: task.category,
+    // Write-only: never emitted, whatever is stored (HCP behaviour).
+    'hmac-key': null,
+    enabled: task.enabled,
+    'created-at': timestamp(task.createdAt),
+    'updated-at': timestamp(task.updatedAt),
+  };
+  if (view.globalEntitled) {
+    attributes['global-configuration'] = {
+      enabled: task.globalEnabled,
+      stages: [...task.globalStages],
+      'enforcement-level': task.globalEnforcementLevel,
+    };
+  }
+  return {
+    id: task.id,
+    type: 'tasks',
+    attributes,
+    relationships: {
+      organization: toOne('organizations', view.organizationName),
+      'workspace-tasks': toMany('workspace-tasks', view.workspaceTaskIds),
+    },
+    links: selfLink(`/tasks/${task.id}`),
+  };
+}
+
+export function serializeWorkspaceTask(association: WorkspaceTask): Resource {
+  const stages = [...association.stages];
+  return {
+    id: association.id,
+    type: 'workspace-tasks',
+    attributes: {
+      'enforcement-level': association.enforcementLevel,
+      // Deprecated single stage: go-tfe asserts it mirrors stages[0].
+      stage: stages[0] ?? 'post_plan',
+      stages,
+      'created-at': timestamp(association.createdAt),
+      'updated-at': timestamp(association.updatedAt),
+    },
+    relationships: {
+      task: toOne('tasks', association.task.id),
+      workspace: toOne('workspaces', association.workspace.id),
+    },
+    links: selfLink(`/workspaces/${association.workspace.id}/tasks/${association.id}`),
+  };
+}
+
+export function serializeOutcome(outcome: TaskResultOutcome): Resource {
+  return {
+    id: outcome.id,
+    type: 'task-result-outcomes',
+    attributes: {
+      'outcome-id': outcome.outcomeId,
+      description: outcome.description ?? null,
+      body: outcome.body ?? null,
+      url: outcome.url ?? null,
+      tags: outcome.tags,
+      'created-at': timestamp(outcome.createdAt),
+    },
+    relationships: { 'task-result': toOne('task-results', outcome.taskResult.id) },
+    links: selfLink(`/task-result-outcomes/${outcome.id}`),
+  };
+}
+
+export function serializeDeliveryAttempt(attempt: DeliveryAttempt): Resource {
+  return {
+    id: String(attempt.id),
+    type: 'delivery-attempts',
+    attributes: {
+      attempt: attempt.attempt,
+      'started-at': timestamp(attempt.startedAt),
+      'duration-ms': attempt.durationMs,
+      'http-status': attempt.httpStatus ?? null,
+      'error-kind': attempt.errorKind ?? null,
+      'response-excerpt': attempt.responseExcerpt ?? null,
+    },
+    relationships: { 'task-result': toOne('task-results', attempt.taskResult.id) },
+  };
+}

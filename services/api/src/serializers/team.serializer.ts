@@ -1,0 +1,42 @@
+import type { Team, TeamWorkspace } from '@runtasks/shared';
+import { selfLink, timestamp, toOne, type Resource } from '../http/jsonapi.ts';
+
+export function serializeTeam(team: Team, organizationName: string): Resource {
+  return {
+    id: team.id,
+    type: 'teams',
+    attributes: {
+      name: team.name,
+      visibility: 'organization',
+      'users-count': 0,
+      'organization-access': {
+        'manage-run-tasks': team.manageRunTasks,
+        'manage-workspaces': team.manageWorkspaces,
+        'manage-policy-overrides': team.managePolicyOverrides,
+      },
+      'created-at': timestamp(team.createdAt),
+      'updated-at': timestamp(team.updatedAt),
+    },
+    relationships: { organization: toOne('organizations', organizationName) },
+    links: selfLink(`/teams/${team.id}`),
+  };
+}
+
+export function serializeTeamWorkspace(access: TeamWorkspace): Resource {
+  return {
+    id: access.id,
+    type: 'team-workspaces',
+    attributes: {
+      access: access.access,
+      runs: access.runs,
+      'run-tasks': access.runTasks,
+      'created-at': timestamp(access.createdAt),
+      'updated-at': timestamp(access.updatedAt),
+    },
+    relationships: {
+      team: toOne('teams', access.team.id),
+      workspace: toOne('workspaces', access.workspace.id),
+    },
+    links: selfLink(`/team-workspaces/${access.id}`),
+  };
+}

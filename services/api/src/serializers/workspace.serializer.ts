@@ -1,0 +1,20 @@
+import type { Workspace } from '@runtasks/shared';
+import { selfLink, timestamp, toOne, type Resource } from '../http/jsonapi.ts';
+
+export function serializeWorkspace(workspace: Workspace, organizationName: string): Resource {
+  return {
+    id: workspace.id,
+    type: 'workspaces',
+    attributes: {
+      name: workspace.name,
+      description: workspace.description ?? null,
+      'auto-apply': workspace.autoApply,
+      'working-directory': workspace.workingDirectory,
+      'terraform-version': workspace.terraformVersion,
+      'created-at': timestamp(workspace.createdAt),
+      'updated-at': timestamp(workspace.updatedAt),
+    },
+    relationships: { organization: toOne('organizations', organizationName) },
+    links: selfLink(`/organizations/${organizationName}/workspaces/${workspace.name}`),
+  };
+}

@@ -1,0 +1,96 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { CALLBACK_TOKEN_PREFIX, generateToken, JOBS, newId } from '@runtasks/shared';
+import { api, createRun, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
+import { startHarness, type Harness } from '../../../test/support/harness.ts';
+
+/**
+ * A final callback wakes the run (an outbox event) only when it is the last open result of its stage:
+ * earlier verdicts cannot let the run move. Final callbacks of one stage take turns on the stage's row
+ * lock, so however close together they arrive, exactly one of them wakes the run. No worker runs here:
+ * the results are put in `running` with known access tokens directly, as dispatch would.
+ */
+const TASKS = 3;
+
+describe('callbacks wake the run once per stage', () => {
+  let h: Harness;
+  let f: Fixture;
+
+  beforeAll(async () => {
+    h = await startHarness();
+    f = await seedOrganization(h, 'callback-wake');
+    const connection = h.orm.em.fork().getConnection();
+    const [org] = await connection.execute<{ id: string }[]>(`select id from organizations where name = ?`, [f.organization]);
+    for (let index = 0; index < TASKS; index += 1) {
+      const taskId = newId('task');
+      await connection.execute(
+        `insert into run_tasks (id, organization_id, name, url, category, enabled, global_enabled, global_stages, global_enforcement_level, created_at, updated_at)
+         values (?, ?, ?, 'https://tasks.example.com/', 'task', true, false, '{}', 'advisory', now(), now())`,
+        [taskId, org?.id, `wake-${index}`],
+      );
+      await connection.execute(
+        `insert into workspace_tasks (id, workspace_id, task_id, enforcement_level, stages, created_at, updated_at)
+         values (?, ?, ?, 'mandatory', '{post_plan}', now(), now())`,
+        [newId('workspaceTask'), f.workspaceId, taskId],
+      );
+    }
+  });
+
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  /** A run whose post_plan stage is running with its results open, each with a known access token. */
+  async function runWithOpenResults(): Promise<{ runId: string; results: { id: string; token: string }[] }> {
+    const runId = await createRun(h, f.organizationToken, f.workspaceId);
+    const connection = h.orm.em.fork().getConnection();
+    const rows = await connection.execute<{ id: string }[]>(
+      `select tr.id from task_results tr join task_stages ts on ts.id = tr.task_stage_id where ts.run_id = ? order by tr.created_at`,
+      [runId],
+    );
+    expect(rows).toHaveLength(TASKS);
+    const results = rows.map((row) => ({ id: row.id, token: generateToken(CALLBACK_TOKEN_PREFIX) }));
+    for (const result of results) {
+      await connection.execute(
+        `update task_results set status = 'running', callback_token_hash = ?, status_timestamps = jsonb_build_object('running-at', now()),
+                progress_deadline = now() + interval '10 minutes', hard_deadline = now() + interval '1 hour' where id = ?`,
+        [h.secrets.hashToken(result.token), result.id],
+      );
+    }
+    await connection.execute(`update task_stages set status = 'running' where run_id = ?`, [runId]);
+    return { runId, results };
+  }
+
+  async function wakeEvents(runId: string): Promise<number> {
+    const [row] = await h.orm.em
+      .fork()
+      .getConnection()
+      .execute<{ count: string }[]>(`select count(*) as count from outbox_events where aggregate_id = ? and topic = ?`, [
+        runId,
+        JOBS.runAdvance,
+      ]);
+    return Number(row?.count ?? 0);
+  }
+
+  const verdict = (result: { id: string; token: string }, status: 'passed' | 'failed' | 'running') =>
+    api(h, 'patch', `/task-results/${result.id}/callback`, result.token, { data: { type: 'task-results', attributes: { status } } });
+
+  it('one after another: progress and the first verdicts wake nothing; the last verdict wakes the run once', async () => {
+    const { runId, results } = await runWithOpenResults();
+    const [first, second, third] = results as [{ id: string; token: string }, { id: string; token: string }, { id: string; token: string }];
+    expect((await verdict(first, 'running')).status).toBe(200);
+    expect((await verdict(first, 'passed')).status).toBe(200);
+    expect((await verdict(second, 'failed')).status).toBe(200);
+    expect(await wakeEvents(runId)).toBe(0);
+    expect((await verdict(third, 'passed')).status).toBe(200);
+    expect(await wakeEvents(runId)).toBe(1);
+  });
+
+  it('all at once, 20 times over: exactly one wake-up per stage, never none', async () => {
+    for (let round = 0; round < 20; round += 1) {
+      const { runId, results } = await runWithOpenResults();
+      const answers = await Promise.all(results.map((result) => verdict(result, 'passed')));
+      expect(answers.map((answer) => answer.status)).toEqual(results.map(() => 200));
+      expect(await wakeEvents(runId)).toBe(1);
+    }
+  });
+});

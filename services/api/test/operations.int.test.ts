@@ -1,0 +1,529 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Metrics, REDACT_PATHS } from '@runtasks/shared';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { pino } from 'pino';
+import { startRunTaskServer, type RunTaskServer } from '../../../examples/run-task-server/server.ts';
+import { expectError, type Response } from '../../../test/support/assertions.ts';
+import { api, createTeamToken, eventually, JSON_API, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
+import { startHarness, TEST_SECRET_KEY, type Harness } from '../../../test/support/harness.ts';
+import { startWorker, type RunningWorker } from '../../worker/src/worker.ts';
+import { API_PREFIX } from '../src/http/jsonapi.ts';
+import { ROUTES } from '../src/routes/index.ts';
+import { freePort, PrivateRedis, probe, readiness } from '../../../test/support/processes.ts';
+
+/**
+ * Operations: probes (with a private Redis that is stopped and started again), metrics and logs of
+ * a full run (API and an in-process worker sharing one registry and one logger, a real task
+ * server), per-token rate limits, and the API process's drain on SIGTERM.
+ */
+
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+
+/** A gzipped tarball with one main.tf, as `terraform` uploads it. */
+function configurationArchive(): Buffer {
+  const dir = mkdtempSync(join(tmpdir(), 'runtasks-ops-'));
+  try {
+    writeFileSync(join(dir, 'main.tf'), 'terraform {}\n');
+    return execFileSync('tar', ['-czf', '-', '-C', dir, 'main.tf']);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function createTask(h: Harness, owner: Fixture, name: string, url: string, hmacKey: string | null): Promise<string> {
+  const res = await api(h, 'post', `/organizations/${owner.organization}/tasks`, owner.organizationToken, {
+    data: { type: 'tasks', attributes: { name, url, category: 'task', 'hmac-key': hmacKey } },
+  });
+  if (res.status !== 201) throw new Error(`create task: ${res.status} ${res.text}`);
+  return res.body.data.id as string;
+}
+
+async function attachTask(h: Harness, owner: Fixture, workspaceId: string, taskId: string): Promise<void> {
+  const res = await api(h, 'post', `/workspaces/${workspaceId}/tasks`, owner.organizationToken, {
+    data: {
+      type: 'workspace-tasks',
+      attributes: { 'enforcement-level': 'mandatory', stages: ['post_plan'] },
+      relationships: { task: { data: { type: 'tasks', id: taskId } } },
+    },
+  });
+  if (res.status !== 201) throw new Error(`attach task: ${res.status} ${res.text}`);
+}
+
+describe('probes: /healthz and /readyz follow Redis going away and coming back', () => {
+  let h: Harness;
+  let redis: PrivateRedis;
+
+  beforeAll(async () => {
+    redis = new PrivateRedis(await freePort());
+    await redis.start();
+    h = await startHarness({ ops: true, env: { REDIS_URL: redis.url } });
+  }, 30_000);
+
+  afterAll(async () => {
+    // The harness closes its queue through Redis: make sure it is there.
+    await redis?.start();
+    await h?.close();
+    await redis?.stop();
+  }, 30_000);
+
+  it('answers /healthz 200 and /readyz 200 with every component ok', async () => {
+    const health = await probe(`${h.baseUrl}/healthz`);
+    expect(health.status).toBe(200);
+    expect(JSON.parse(health.body ?? '')).toEqual({ status: 'ok' });
+    // The Redis client connects in the background: poll until the first check has it.
+    const ready = await eventually(async () => {
+      const result = await probe(`${h.baseUrl}/readyz`);
+      return result.status === 200 ? result : undefined;
+    });
+    expect(readiness(ready)).toEqual({
+      ready: true,
+      components: { postgres: { ok: true }, redis: { ok: true }, migrations: { ok: true }, draining: { ok: true } },
+    });
+  });
+
+  it('turns /readyz 503 naming redis while Redis is stopped, /healthz stays 200, and 200 again once it is back', async () => {
+    await redis.stop();
+    const down = await eventually(async () => {
+      const result = await probe(`${h.baseUrl}/readyz`);
+      return result.status === 503 ? result : undefined;
+    }, 10_000);
+    const body = readiness(down);
+    expect(body.ready).toBe(false);
+    expect(body.components['redis']).toEqual({ ok: false, detail: expect.any(String) });
+    expect(body.components['postgres']).toEqual({ ok: true });
+    expect(body.components['migrations']).toEqual({ ok: true });
+    expect(body.components['draining']).toEqual({ ok: true });
+    // Liveness does not depend on Redis: restarting the process would not help.
+    expect((await probe(`${h.baseUrl}/healthz`)).status).toBe(200);
+
+    await redis.start();
+    const up = await eventually(async () => {
+      const result = await probe(`${h.baseUrl}/readyz`);
+      return result.status === 200 ? result : undefined;
+    }, 15_000);
+    expect(readiness(up).components['redis']).toEqual({ ok: true });
+  }, 40_000);
+});
+
+describe('metrics and logs of a full run (API + in-process worker + a real task server)', () => {
+  const HMAC_KEY = 'ops-hmac-key-do-not-log-4b1d9c';
+  const lines: string[] = [];
+  // createLogger's options, writing into an array.
+  const logger = pino(
+    { name: 'ops-test', level: 'debug', redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
+    { write: (line: string) => void lines.push(line) },
+  );
+  const metrics = new Metrics();
+  let h: Harness;
+  let worker: RunningWorker;
+  let server: RunTaskServer;
+  let org: Fixture;
+  let teamToken: string;
+  let uploadUrl: string;
+  let runId: string;
+  let resultId: string;
+
+  beforeAll(async () => {
+    h = await startHarness({
+      ops: true,
+      reachableBaseUrl: true,
+      logger,
+      metrics,
+      env: { LOG_LEVEL: 'debug', RATE_LIMIT_PER_SECOND: '0', SWEEPER_INTERVAL_SECONDS: '1' },
+    });
+    worker = await startWorker({ config: h.config, orm: h.orm, logger, secrets: h.secrets, taskClient: h.taskClient, metrics });
+    server = await startRunTaskServer({ hmacKey: HMAC_KEY, mode: 'callback' });
+
+    org = await seedOrganization(h, 'ops-full');
+    teamToken = await createTeamToken(h, org.organizationToken, org.teamId);
+    expect((await api(h, 'get', '/organizations', teamToken)).status).toBe(200);
+    // Creating the task sends the verification request, signed with the HMAC key.
+    const taskId = await createTask(h, org, 'ops-task', `${server.url}/run-task`, HMAC_KEY);
+    expect(server.requests.filter((request) => request.verification)).toHaveLength(1);
+    await attachTask(h, org, org.workspaceId, taskId);
+
+    // A configuration version: its upload URL carries a secret; the upload queues a run.
+    const version = await api(h, 'post', `/workspaces/${org.workspaceId}/configuration-versions`, org.organizationToken, {
+      data: { type: 'configuration-versions', attributes: {} },
+    });
+    expect(version.status).toBe(201);
+    uploadUrl = String(version.body.data.attributes['upload-url']);
+    const upload = await fetch(uploadUrl, { method: 'PUT', body: configurationArchive() });
+    expect(upload.status).toBe(200);
+
+    // A failing request, with a request id of the client's choosing.
+    const missing = await h.http
+      .get('/api/v2/runs/run-doesnotexist0000')
+      .set('Authorization', `Bearer ${org.organizationToken}`)
+      .set('X-Request-Id', 'ops-failing-request');
+    expect(missing.status).toBe(404);
+
+    const runs = await api(h, 'get', `/workspaces/${org.workspaceId}/runs`, org.organizationToken);
+    expect(runs.body.data).toHaveLength(1);
+    runId = runs.body.data[0].id as string;
+    await eventually(
+      async () => {
+        const run = await api(h, 'get', `/runs/${runId}`, org.organizationToken);
+        return run.body.data.attributes.status === 'post_plan_completed' ? true : undefined;
+      },
+      20_000,
+      100,
+    );
+    const stages = await api(h, 'get', `/runs/${runId}/task-stages?include=task_results`, org.organizationToken);
+    expect(stages.body.data.map((stage: { attributes: { status: string } }) => stage.attributes.status)).toEqual(['passed']);
+    resultId = stages.body.data[0].relationships['task-results'].data[0].id as string;
+    // The task server heard back on its callback (and read the plan with its access token).
+    await eventually(async () => {
+      const request = server.requests.find((candidate) => !candidate.verification);
+      return request?.done && request.callbacks.every((call) => call.status !== null) ? request : undefined;
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await worker?.close();
+    await server?.close();
+    await h?.close();
+  }, 30_000);
+
+  it('exposes route templates, job, task request, queue and Node default metrics on /metrics', async () => {
+    const text = await eventually(async () => {
+      const res = await h.http.get('/metrics');
+      const body = res.text;
+      const ready =
+        /^job_duration_seconds_count\{name="run\.(advance|created)",outcome="completed"\} [1-9]/m.test(body) &&
+        /^task_request_duration_seconds_count\{outcome="acknowledged"\} [1-9]/m.test(body);
+      return ready ? body : undefined;
+    });
+    const res = await h.http.get('/metrics');
+    expect(res.status).toBe(200);
+    expect(res.headers['content-type']).toContain('text/plain');
+
+    // Every route label is a template of the route table (or "unmatched"), never a concrete path.
+    const templates = new Set([...ROUTES.map((route) => `${API_PREFIX}${route.path}`), 'unmatched']);
+    const routeLabels = [...text.matchAll(/^http_request_duration_seconds_count\{[^}]*route="([^"]*)"/gm)].map((match) => match[1]);
+    expect(routeLabels.length).toBeGreaterThan(0);
+    expect(routeLabels.filter((route) => !templates.has(route ?? ''))).toEqual([]);
+    expect(routeLabels).toContain('/api/v2/runs/:run_id');
+    expect(routeLabels).toContain('/api/v2/task-results/:task_result_id/callback');
+    expect(routeLabels).toContain('/api/v2/uploads/configuration-versions/:upload_token');
+    expect(text).toMatch(/^http_request_duration_seconds_bucket\{le="[^"]+",method="GET",route="\/api\/v2\/runs\/:run_id",status="200"\}/m);
+    // The failing request is counted under its template too.
+    expect(text).toMatch(/^http_request_duration_seconds_count\{method="GET",route="\/api\/v2\/runs\/:run_id",status="404"\} [1-9]/m);
+    for (const concrete of [runId, resultId, 'run-doesnotexist0000', new URL(uploadUrl).pathname.split('/').at(-1) ?? uploadUrl]) {
+      expect(text).not.toContain(concrete);
+    }
+
+    expect(text).toMatch(/^job_duration_seconds_bucket\{le="[^"]+",name="task\.dispatch",outcome="completed"\} /m);
+    expect(text).toMatch(/^task_request_duration_seconds_sum\{outcome="acknowledged"\} /m);
+    for (const state of ['waiting', 'active', 'delayed', 'completed', 'failed']) {
+      expect(text).toMatch(new RegExp(`^queue_jobs\\{queue="runs",state="${state}"\\} \\d+`, 'm'));
+    }
+    expect(text).toMatch(/^queue_jobs\{queue="runs",state="completed"\} [1-9]/m);
+    expect(text).toMatch(/^process_cpu_seconds_total /m);
+    expect(text).toMatch(/^nodejs_eventloop_lag_seconds /m);
+  });
+
+  it('logs every API request with a request id, worker jobs with their ids, and never a secret', async () => {
+    // The worker's last jobs log after the run is final: wait for the dispatch line of our result.
+    await eventually(async () => (lines.some((line) => line.includes('"task dispatch"') && line.includes(resultId)) ? true : undefined));
+    const text = lines.join('');
+    const entries = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+
+    const requests = entries.filter((entry) => entry['msg'] === 'request');
+    expect(requests.length).toBeGreaterThan(10);
+    for (const entry of requests) {
+      expect({ line: entry, requestId: typeof entry['requestId'] === 'string' && entry['requestId'].length > 0 }).toEqual({
+        line: entry,
+        requestId: true,
+      });
+    }
+    expect(requests).toContainEqual(
+      expect.objectContaining({ requestId: 'ops-failing-request', method: 'GET', route: '/api/v2/runs/:run_id', status: 404 }),
+    );
+    const routes = new Set(requests.map((entry) => entry['route']));
+    for (const route of [
+      '/api/v2/organizations/:organization_name/tasks', // the verification request
+      '/api/v2/workspaces/:workspace_id/configuration-versions',
+      '/api/v2/uploads/configuration-versions/:upload_token',
+      '/api/v2/task-results/:task_result_id/callback',
+      '/api/v2/plans/:plan_id/json-output', // the task server reading the plan with its access token
+    ]) {
+      expect(routes).toContain(route);
+    }
+    // Request lines name the route template, never the path itself.
+    expect(requests.filter((entry) => 'url' in entry || 'path' in entry)).toEqual([]);
+
+    const advanced = entries.filter((entry) => entry['msg'] === 'run advanced');
+    const dispatched = entries.filter((entry) => entry['msg'] === 'task dispatch');
+    expect(advanced.length).toBeGreaterThan(0);
+    expect(dispatched.length).toBeGreaterThan(0);
+    for (const entry of advanced) {
+      expect(entry).toEqual(expect.objectContaining({ jobId: expect.any(String), jobName: expect.any(String), runId: expect.any(String) }));
+    }
+    for (const entry of dispatched) {
+      expect(entry).toEqual(expect.objectContaining({ jobId: expect.any(String), taskResultId: expect.any(String) }));
+    }
+    expect(advanced.map((entry) => entry['runId'])).toContain(runId);
+    expect(dispatched.map((entry) => entry['taskResultId'])).toContain(resultId);
+
+    const accessTokens = server.requests.filter((request) => !request.verification).map((request) => request.payload?.access_token ?? '');
+    expect(accessTokens.length).toBeGreaterThan(0);
+    const uploadToken = new URL(uploadUrl).pathname.split('/').at(-1) ?? '';
+    const secrets: Record<string, string> = {
+      'admin token': h.adminToken,
+      'organization token': org.organizationToken,
+      'team token': teamToken,
+      'HMAC key': HMAC_KEY,
+      'upload URL token': uploadToken,
+      'secret key': TEST_SECRET_KEY,
+      ...Object.fromEntries(accessTokens.map((token, index) => [`access token ${index}`, token])),
+    };
+    for (const [name, secret] of Object.entries(secrets)) {
+      expect(secret.length).toBeGreaterThan(15);
+      expect({ name, leaked: text.includes(secret) }).toEqual({ name, leaked: false });
+    }
+  });
+});
+
+describe('rate limits (RATE_LIMIT_PER_SECOND=3)', () => {
+  let h: Harness;
+  let worker: RunningWorker;
+  const servers: RunTaskServer[] = [];
+  let organization: string;
+  let organizationToken: string;
+  let teamToken: string;
+  let resultIds: string[];
+  const accessTokens = new Map<string, string>();
+
+  /** A setup request: it shares the small budget, so a 429 is retried (polling, bounded); then it must be a 201. */
+  async function setup(method: 'post', path: string, token: string, body?: unknown): Promise<Response> {
+    const res = await eventually(
+      async () => {
+        const sent = await api(h, method, path, token, body);
+        return sent.status === 429 ? undefined : sent;
+      },
+      10_000,
+      100,
+    );
+    if (res.status !== 201) throw new Error(`${method} ${path}: ${res.status} ${res.text}`);
+    return res;
+  }
+
+  const callback = (resultId: string, token: string) =>
+    h.http
+      .patch(`/api/v2/task-results/${resultId}/callback`)
+      .set('Authorization', `Bearer ${token}`)
+      .set('Content-Type', JSON_API)
+      .send(JSON.stringify({ data: { type: 'task-results', attributes: { status: 'running', message: 'still checking' } } }));
+
+  function expectLimited(res: Response): void {
+    expectError(res, 429);
+    expect(res.body.errors[0].title).toBe('too many requests');
+    expect(res.headers['retry-after']).toMatch(/^[1-9]\d*$/);
+    expect(res.headers['x-ratelimit-limit']).toBe('3');
+  }
+
+  beforeAll(async () => {
+    h = await startHarness({ ops: true, reachableBaseUrl: true, env: { RATE_LIMIT_PER_SECOND: '3' } });
+    worker = await startWorker({ config: h.config, orm: h.orm, logger: h.logger, secrets: h.secrets, taskClient: h.taskClient });
+    organization = 'ops-limits';
+    await setup('post', '/organizations', h.adminToken, {
+      data: { type: 'organizations', attributes: { name: organization, email: 'ops-limits@example.test' } },
+    });
+    organizationToken = (await setup('post', `/organizations/${organization}/authentication-token`, h.adminToken)).body.data.attributes
+      .token as string;
+    const workspace = await setup('post', `/organizations/${organization}/workspaces`, organizationToken, {
+      data: { type: 'workspaces', attributes: { name: 'limits-ws' } },
+    });
+    const team = await setup('post', `/organizations/${organization}/teams`, organizationToken, {
+      data: { type: 'teams', attributes: { name: 'limits-team' } },
+    });
+    teamToken = (await setup('post', `/teams/${team.body.data.id}/authentication-token`, organizationToken)).body.data.attributes
+      .token as string;
+    // Two tasks that acknowledge and never call back: two results whose callbacks the test sends itself.
+    for (const name of ['limits-a', 'limits-b']) {
+      const server = await startRunTaskServer({ mode: 'no-callback' });
+      servers.push(server);
+      const task = await setup('post', `/organizations/${organization}/tasks`, organizationToken, {
+        data: { type: 'tasks', attributes: { name, url: `${server.url}/run-task`, category: 'task' } },
+      });
+      await setup('post', `/workspaces/${workspace.body.data.id}/tasks`, organizationToken, {
+        data: {
+          type: 'workspace-tasks',
+          attributes: { 'enforcement-level': 'mandatory', stages: ['post_plan'] },
+          relationships: { task: { data: { type: 'tasks', id: task.body.data.id } } },
+        },
+      });
+    }
+    await setup('post', '/runs', organizationToken, {
+      data: { type: 'runs', attributes: {}, relationships: { workspace: { data: { type: 'workspaces', id: workspace.body.data.id } } } },
+    });
+    // Each task server received its run task request, with the result's access token.
+    for (const server of servers) {
+      const request = await eventually(
+        async () => server.requests.find((candidate) => !candidate.verification && candidate.status === 200),
+        20_000,
+      );
+      accessTokens.set(request.payload?.task_result_id ?? '', request.payload?.access_token ?? '');
+    }
+    resultIds = [...accessTokens.keys()];
+  }, 60_000);
+
+  afterAll(async () => {
+    await worker?.close();
+    await Promise.all(servers.map((server) => server.close()));
+    await h?.close();
+  }, 30_000);
+
+  it('answers a burst from one token with 429 JSON:API errors, leaves other tokens alone, and lets the token in again', async () => {
+    const burstOf = (count: number) =>
+      Promise.all(Array.from({ length: count }, () => api(h, 'get', `/organizations/${organization}`, organizationToken)));
+    const first = await burstOf(10);
+    const limited = first.filter((res) => res.status === 429);
+    const passed = first.filter((res) => res.status === 200);
+    expect(limited.length + passed.length).toBe(10);
+    // Setup may have left part of a window, and a window may end mid-burst: at most two windows' worth pass.
+    expect(passed.length).toBeLessThanOrEqual(6);
+    expect(limited.length).toBeGreaterThanOrEqual(4);
+    for (const res of limited) expectLimited(res);
+    for (const res of passed) expect(res.headers['x-ratelimit-limit']).toBe('3');
+
+    // Another principal has its own budget.
+    const other = await api(h, 'get', '/organizations', teamToken);
+    expect(other.status).toBe(200);
+    expect(other.headers['x-ratelimit-limit']).toBe('3');
+
+    // The window passes and the first token works again: that request opens a fresh window ...
+    const again = await eventually(
+      async () => {
+        const res = await api(h, 'get', `/organizations/${organization}`, organizationToken);
+        return res.status === 429 ? undefined : res;
+      },
+      5000,
+      100,
+    );
+    expect(again.status).toBe(200);
+    // ... in which exactly the remaining two of three pass.
+    const second = await burstOf(10);
+    expect(second.map((res) => res.status).sort()).toEqual([200, 200, ...Array.from({ length: 8 }, () => 429)]);
+  });
+
+  it('gives callbacks their own budget per task result', async () => {
+    const [first, second] = resultIds;
+    if (!first || !second) throw new Error('two task results expected');
+    // The organization token is spent: callbacks do not share its budget.
+    const spent = await Promise.all(Array.from({ length: 8 }, () => api(h, 'get', `/organizations/${organization}`, organizationToken)));
+    expect(spent.some((res) => res.status === 429)).toBe(true);
+
+    const burst = await Promise.all(Array.from({ length: 8 }, () => callback(first, accessTokens.get(first) ?? '')));
+    const passed = burst.filter((res) => res.status === 200);
+    const limited = burst.filter((res) => res.status === 429);
+    expect(passed.length + limited.length).toBe(8);
+    expect(passed.length).toBeGreaterThanOrEqual(1);
+    expect(passed.length).toBeLessThanOrEqual(3);
+    for (const res of limited) expectLimited(res);
+
+    // The other result's callback is not limited by the first one's.
+    const other = await callback(second, accessTokens.get(second) ?? '');
+    expect(other.status).toBe(200);
+    expect(other.body.data.attributes.status).toBe('running');
+
+    const again = await eventually(
+      async () => {
+        const res = await callback(first, accessTokens.get(first) ?? '');
+        return res.status === 429 ? undefined : res;
+      },
+      5000,
+      100,
+    );
+    expect(again.status).toBe(200);
+  });
+});
+
+describe('the API process drains on SIGTERM', () => {
+  let h: Harness;
+  let child: ChildProcess | undefined;
+  const output: string[] = [];
+
+  beforeAll(async () => {
+    h = await startHarness();
+  });
+
+  afterAll(async () => {
+    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await h?.close();
+  });
+
+  it('answers /readyz 503 (draining) before closing the listener, then exits 0', async () => {
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}`;
+    const started = spawn(process.execPath, ['services/api/src/main.ts', '--role', 'api'], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        PATH: process.env['PATH'] ?? '',
+        NODE_ENV: 'test',
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        DATABASE_URL: h.config.databaseUrl,
+        REDIS_URL: h.config.redisUrl,
+        QUEUE_PREFIX: h.config.queuePrefix,
+        SECRET_KEY: TEST_SECRET_KEY,
+        SHUTDOWN_DRAIN_DELAY_MS: '1500',
+        LOG_LEVEL: 'warn',
+      },
+    });
+    child = started;
+    started.stdout?.on('data', (chunk: Buffer) => output.push(chunk.toString('utf8')));
+    started.stderr?.on('data', (chunk: Buffer) => output.push(chunk.toString('utf8')));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      started.once('exit', (code, signal) => resolve({ code, signal })),
+    );
+    const context = (): string => `process output:\n${output.join('').slice(-3000)}`;
+
+    await eventually(async () => {
+      if (started.exitCode !== null) throw new Error(`the API exited early (${started.exitCode}); ${context()}`);
+      const result = await probe(`${base}/readyz`);
+      return result.status === 200 ? result : undefined;
+    }, 20_000);
+
+    const signalled = Date.now();
+    started.kill('SIGTERM');
+    // Still listening, but no longer ready.
+    const draining = await eventually(
+      async () => {
+        const result = await probe(`${base}/readyz`);
+        if (result.error) throw new Error(`the listener closed before /readyz said 503 (${result.error}); ${context()}`);
+        return result.status === 503 ? result : undefined;
+      },
+      5000,
+      20,
+    );
+    expect(readiness(draining)).toEqual({
+      ready: false,
+      components: expect.objectContaining({ draining: { ok: false, detail: 'shutting down' }, postgres: { ok: true } }),
+    });
+    expect((await probe(`${base}/healthz`)).status).toBe(200);
+
+    // Then the listener closes, and the process exits 0.
+    const closed = await eventually(
+      async () => {
+        const result = await probe(`${base}/readyz`);
+        return result.error ? result : undefined;
+      },
+      10_000,
+      20,
+    );
+    expect(closed.error).toBe('ECONNREFUSED');
+    expect(Date.now() - signalled).toBeGreaterThanOrEqual(1400);
+    const exit = await Promise.race([exited, new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), 15_000).unref())]);
+    expect({ exit, output: exit === 'timeout' || exit.code !== 0 ? context() : '' }).toEqual({
+      exit: { code: 0, signal: null },
+      output: '',
+    });
+  }, 60_000);
+});

@@ -1,0 +1,278 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import {
+  DB_NOW_ISO,
+  evaluateStage,
+  insertPlannedStages,
+  nextRunStep,
+  statusTimestampKey,
+  type EnforcementLevel,
+  type RunSnapshot,
+  type RunStage,
+  type RunStatus,
+  type RunStep,
+  type StageSnapshot,
+  type TaskResultStatus,
+  type TaskStageStatus,
+} from '@runtasks/shared';
+import type { RunExecutor } from './executor.ts';
+
+interface RunRow {
+  id: string;
+  status: RunStatus;
+  plan_only: boolean;
+  auto_apply: boolean;
+  overrides_enabled: boolean;
+}
+interface StageRow {
+  id: string;
+  stage: RunStage;
+  status: TaskStageStatus;
+  status_timestamps: Record<string, string>;
+}
+interface ResultRow {
+  id: string;
+  task_stage_id: string;
+  status: TaskResultStatus;
+  enforcement_level: EnforcementLevel;
+}
+
+export interface DeadlineSettings {
+  progressTimeoutSeconds: number;
+  maxRuntimeSeconds: number;
+}
+
+/**
+ * `<status>-at` timestamps to add: each on the database clock (now(), the transaction's start, as every
+ * update of one transaction sets it) and only where absent (`new || existing`: the existing value wins).
+ */
+function timestampsSql(keys: readonly string[]): string {
+  return `jsonb_build_object(${keys.map(() => `?::text, ${DB_NOW_ISO}`).join(', ')}) || status_timestamps`;
+}
+
+const MAX_STEPS = 32;
+
+/** A run's stages and their results in one query. */
+async function readStages(tx: EntityManager, runId: string): Promise<{ stages: StageRow[]; results: ResultRow[] }> {
+  const rows = await tx.execute<
+    (StageRow & { result_id: string | null; result_status: TaskResultStatus | null; enforcement_level: EnforcementLevel | null })[]
+  >(
+    `select ts.id, ts.stage, ts.status, ts.status_timestamps, tr.id as result_id, tr.status as result_status, tr.enforcement_level
+       from task_stages ts left join task_results tr on tr.task_stage_id = ts.id where ts.run_id = ?`,
+    [runId],
+  );
+  return groupStages(rows);
+}
+
+function groupStages(
+  rows: readonly (StageRow & {
+    result_id: string | null;
+    result_status: TaskResultStatus | null;
+    enforcement_level: EnforcementLevel | null;
+  })[],
+): { stages: StageRow[]; results: ResultRow[] } {
+  const stages = new Map<string, StageRow>();
+  const results: ResultRow[] = [];
+  for (const row of rows) {
+    if (!stages.has(row.id))
+      stages.set(row.id, { id: row.id, stage: row.stage, status: row.status, status_timestamps: row.status_timestamps });
+    if (row.result_id && row.result_status && row.enforcement_level) {
+      results.push({ id: row.result_id, task_stage_id: row.id, status: row.result_status, enforcement_level: row.enforcement_level });
+    }
+  }
+  return { stages: [...stages.values()], results };
+}
+
+/** Runs that will not move again on their own (`applied` may still go on to post_apply). */
+const ENDED: ReadonlySet<RunStatus> = new Set(['errored', 'planned_and_finished', 'post_apply_completed', 'canceled', 'discarded']);
+
+function snapshotsOf(stages: readonly StageRow[], results: readonly ResultRow[]): StageSnapshot[] {
+  return stages.map((stage) => ({
+    stage: stage.stage,
+    status: stage.status,
+    overridden: stage.status === 'running' && 'awaiting-override-at' in stage.status_timestamps,
+    evaluation: evaluateStage(
+      stage.stage,
+      results
+        .filter((result) => result.task_stage_id === stage.id)
+        .map((result) => ({ status: result.status, enforcementLevel: result.enforcement_level })),
+    ),
+  }));
+}
+
+/**
+ * Whether the run has nothing to do now, judged from one consistent snapshot (one statement) without
+ * a lock or a transaction. Most wake-ups are of this kind (every callback of a stage but the last).
+ * Waiting is safe to conclude lock-free: whatever later lets the run move (a callback, a deadline, an
+ * override, an action) commits first and then wakes it again. Runs to repair or that ended take the
+ * locked path as before.
+ */
+async function nothingToDo(em: EntityManager, runId: string): Promise<boolean> {
+  const rows = await em.execute<
+    (RunRow & StageRow & { result_id: string | null; result_status: TaskResultStatus | null; enforcement_level: EnforcementLevel | null })[]
+  >(
+    `select r.status as run_status, r.plan_only, r.auto_apply, o.task_overrides_enabled as overrides_enabled,
+            ts.id, ts.stage, ts.status, ts.status_timestamps, tr.id as result_id, tr.status as result_status, tr.enforcement_level
+       from runs r join organizations o on o.id = r.organization_id
+       left join task_stages ts on ts.run_id = r.id
+       left join task_results tr on tr.task_stage_id = ts.id
+      where r.id = ?`,
+    [runId],
+  );
+  const first = rows[0] as ((typeof rows)[number] & { run_status: RunStatus }) | undefined;
+  if (!first) return true;
+  const { stages, results } = groupStages(rows.filter((row) => row.id !== null));
+  if (ENDED.has(first.run_status) || (first.run_status === 'pending' && stages.length === 0)) return false;
+  const snapshot: RunSnapshot = {
+    status: first.run_status,
+    planOnly: first.plan_only,
+    autoApply: first.auto_apply,
+    overridesEnabled: first.overrides_enabled,
+  };
+  return nextRunStep(snapshot, snapshotsOf(stages, results)).kind === 'wait';
+}
+
+/**
+ * Moves a run as far as it can go now, under a row lock on the run so concurrent workers take turns.
+ * Every step is decided by the pure `nextRunStep` and applied with conditional updates, so running
+ * this twice (a duplicated job, a sweeper re-drive) is harmless. Returns the results to dispatch,
+ * which the caller enqueues after commit.
+ */
+export async function advanceRun(
+  em: EntityManager,
+  runId: string,
+  executor: RunExecutor,
+  deadlines: DeadlineSettings,
+  options: { precheck?: boolean } = {},
+): Promise<string[]> {
+  // `precheck: false` when the caller knows there is work (a new run always moves): no extra statement.
+  if ((options.precheck ?? true) && (await nothingToDo(em, runId))) return [];
+  return em.transactional(async (tx) => {
+    const [run] = await tx.execute<RunRow[]>(
+      `select r.id, r.status, r.plan_only, r.auto_apply, o.task_overrides_enabled as overrides_enabled
+         from runs r join organizations o on o.id = r.organization_id where r.id = ? for update of r`,
+      [runId],
+    );
+    if (!run) return [];
+    let { stages, results } = await readStages(tx, runId);
+    if (run.status === 'pending' && stages.length === 0) {
+      // Normally planned when the run was created; this is the repair for a run that was not.
+      await insertPlannedStages(tx, runId);
+      ({ stages, results } = await readStages(tx, runId));
+    }
+    const snapshot: RunSnapshot = {
+      status: run.status,
+      planOnly: run.plan_only,
+      autoApply: run.auto_apply,
+      overridesEnabled: run.overrides_enabled,
+    };
+    const stageSnapshots = (): StageSnapshot[] => snapshotsOf(stages, results);
+    // Decided step by step in memory, written once after the loop in one statement (one round trip):
+    // every stage's status with its `<status>-at` keys, the started stages' pending results, and the run's
+    // status with every `<status>-at` it passed (versions move by the number of transitions, as before).
+    const runTransitions: string[] = [];
+    let runWarning = false;
+    const stageWrites = new Map<string, { status: TaskStageStatus; keys: string[] }>();
+    const startedStages: string[] = [];
+    const setRun = (status: RunStatus, warning = false): void => {
+      runTransitions.push(statusTimestampKey(status));
+      runWarning ||= warning;
+      snapshot.status = status;
+    };
+    const setStage = (stage: StageRow, status: TaskStageStatus): void => {
+      const key = statusTimestampKey(status);
+      const write = stageWrites.get(stage.id) ?? { status, keys: [] };
+      write.status = status;
+      write.keys.push(key);
+      stageWrites.set(stage.id, write);
+      stage.status = status;
+      stage.status_timestamps = { ...stage.status_timestamps, [key]: stage.status_timestamps[key] ?? new Date().toISOString() };
+    };
+    const write = async (): Promise<string[]> => {
+      const parts: string[] = [];
+      const params: unknown[] = [];
+      for (const [id, stage] of stageWrites) {
+        const keys = [...new Set(stage.keys)];
+        parts.push(
+          `stage${parts.length} as (update task_stages set status = ?, status_timestamps = ${timestampsSql(keys)},
+             version = version + ?, updated_at = now() where id = ?)`,
+        );
+        params.push(stage.status, ...keys, stage.keys.length, id);
+      }
+      if (startedStages.length > 0) {
+        parts.push(
+          `started as (update task_results set status = 'running', status_timestamps = ${timestampsSql(['running-at'])},
+             version = version + 1, updated_at = now(), progress_deadline = now() + make_interval(secs => ?),
+             hard_deadline = now() + make_interval(secs => ?), next_attempt_at = now()
+           where task_stage_id in (${startedStages.map(() => '?').join(', ')}) and status = 'pending' returning id)`,
+        );
+        params.push('running-at', deadlines.progressTimeoutSeconds, deadlines.maxRuntimeSeconds, ...startedStages);
+      }
+      if (runTransitions.length > 0) {
+        const keys = [...new Set(runTransitions)];
+        parts.push(
+          `run as (update runs set status = ?, status_timestamps = ${timestampsSql(keys)},
+             version = version + ?, updated_at = now()${runWarning ? ', has_task_warnings = true' : ''} where id = ?)`,
+        );
+        params.push(snapshot.status, ...keys, runTransitions.length, runId);
+      }
+      if (parts.length === 0) return [];
+      const started = await tx.execute<{ id: string }[]>(
+        `with ${parts.join(',\n')} ${startedStages.length > 0 ? 'select id from started' : 'select null as id where false'}`,
+        params,
+      );
+      return started.map((row) => row.id);
+    };
+
+    for (let step: RunStep = nextRunStep(snapshot, stageSnapshots()), count = 0; step.kind !== 'wait' && count < MAX_STEPS; count += 1) {
+      switch (step.kind) {
+        case 'set-run':
+          setRun(step.status);
+          break;
+        case 'plan':
+          await executor.plan(runId);
+          setRun('planned');
+          break;
+        case 'apply':
+          await executor.apply(runId);
+          setRun('applied');
+          break;
+        case 'start-stage': {
+          const name = step.stage;
+          const stage = stages.find((candidate) => candidate.stage === name);
+          if (stage && stage.status === 'pending') setStage(stage, 'running');
+          if (stage) {
+            // Its pending results start (written below; under the run's lock nothing else starts them).
+            if (!startedStages.includes(stage.id)) startedStages.push(stage.id);
+            for (const result of results) if (result.task_stage_id === stage.id && result.status === 'pending') result.status = 'running';
+          }
+          setRun(step.runStatus);
+          break;
+        }
+        case 'finish-stage': {
+          const name = step.stage;
+          const stage = stages.find((candidate) => candidate.stage === name);
+          if (stage) setStage(stage, step.stageStatus);
+          setRun(step.runStatus, step.warning);
+          break;
+        }
+      }
+      step = nextRunStep(snapshot, stageSnapshots());
+    }
+    const toDispatch = await write();
+    if (ENDED.has(snapshot.status)) {
+      // A run that stopped early leaves later stages unstarted: they will never run, so they end too.
+      const canceledAt = `jsonb_build_object('canceled-at', ${DB_NOW_ISO})`;
+      await tx.execute(
+        `update task_results set status = 'canceled', status_timestamps = status_timestamps || ${canceledAt}, version = version + 1, updated_at = now()
+          where status = 'pending' and task_stage_id in (select id from task_stages where run_id = ? and status = 'pending')`,
+        [runId],
+      );
+      await tx.execute(
+        `update task_stages set status = 'canceled', status_timestamps = status_timestamps || ${canceledAt}, version = version + 1, updated_at = now()
+          where run_id = ? and status = 'pending'`,
+        [runId],
+      );
+    }
+    return toDispatch;
+  });
+}

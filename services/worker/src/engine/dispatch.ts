@@ -1,0 +1,143 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import {
+  CALLBACK_TOKEN_PREFIX,
+  DB_NOW_ISO,
+  describeOutcome,
+  encodePayload,
+  generateToken,
+  type DeliveryErrorKind,
+  type DeliveryOutcome,
+  type SecretBox,
+  type TaskClient,
+} from '@runtasks/shared';
+import { buildTaskPayload, DISPATCH_COLUMNS, type DispatchRow } from './task-payload.ts';
+
+export interface DispatchDeps {
+  secrets: SecretBox;
+  taskClient: TaskClient;
+  publicBaseUrl: string;
+  /** Delays before the second, third, … attempt; its length + 1 is the attempt cap. */
+  retryDelaysMs: readonly number[];
+  /** Told about every delivery attempt (metrics). */
+  onDelivery?: (outcome: DeliveryOutcome) => void;
+}
+
+export type DispatchOutcome =
+  | { kind: 'skipped' }
+  | { kind: 'acknowledged' }
+  | { kind: 'retry'; attempt: number; delayMs: number }
+  | { kind: 'final'; status: 'errored' | 'unreachable'; runId: string };
+
+/** Never delivered at all: the task could not be executed (DESIGN §3 result statuses). */
+const UNDELIVERABLE: ReadonlySet<DeliveryErrorKind> = new Set(['blocked', 'dns', 'refused', 'tls', 'invalid_url']);
+/** Retrying cannot help: the destination is refused by policy or the URL is malformed. */
+const PERMANENT: ReadonlySet<DeliveryErrorKind> = new Set(['blocked', 'invalid_url']);
+
+const EXCERPT_LIMIT = 2048;
+
+/** How long a claimed attempt holds its result: longer than any attempt (connect 5 s + headers 10 s + body 10 s). */
+export const ATTEMPT_LEASE_MS = 30_000;
+
+const CLAIM_SQL = `
+  update task_results tr set attempts = tr.attempts + 1, next_attempt_at = now() + make_interval(secs => ?),
+         callback_token_hash = case when tr.callback_token_encrypted is null then ? else tr.callback_token_hash end,
+         callback_token_encrypted = coalesce(tr.callback_token_encrypted, ?)
+    from task_stages ts
+    join runs r on r.id = ts.run_id
+    join workspaces w on w.id = r.workspace_id
+    join organizations o on o.id = r.organization_id
+   where tr.id = ? and ts.id = tr.task_stage_id and tr.status = 'running' and tr.acknowledged_at is null
+     and tr.next_attempt_at <= now() + interval '1 second' and tr.attempts < ?
+  returning ${DISPATCH_COLUMNS}`;
+
+const ATTEMPT_COLUMNS = `(task_result_id, attempt, started_at, duration_ms, http_status, error_kind, response_excerpt)`;
+
+function attemptValues(resultId: string, attempt: number, startedAt: Date, outcome: DeliveryOutcome): unknown[] {
+  return [
+    resultId,
+    attempt,
+    startedAt,
+    outcome.durationMs,
+    outcome.kind === 'response' ? outcome.status : null,
+    outcome.kind === 'error' ? outcome.errorKind : null,
+    outcome.kind === 'response' ? outcome.bodyExcerpt.slice(0, EXCERPT_LIMIT) : outcome.message.slice(0, EXCERPT_LIMIT),
+  ];
+}
+
+async function recordAttempt(
+  em: EntityManager,
+  resultId: string,
+  attempt: number,
+  startedAt: Date,
+  outcome: DeliveryOutcome,
+): Promise<void> {
+  await em.execute(
+    `insert into delivery_attempts ${ATTEMPT_COLUMNS} values (?, ?, ?, ?, ?, ?, ?) on conflict (task_result_id, attempt) do nothing`,
+    attemptValues(resultId, attempt, startedAt, outcome),
+  );
+}
+
+/**
+ * One delivery attempt of a task result: POST the signed payload, record the attempt, and then
+ * either mark it acknowledged (200), schedule a retry inside the progress window, or end it as
+ * `unreachable` (never delivered) or `errored` (delivered, never acknowledged). Safe to repeat: the
+ * attempt is claimed with a conditional update and final results are left alone.
+ */
+export async function dispatchResult(em: EntityManager, deps: DispatchDeps, resultId: string): Promise<DispatchOutcome> {
+  // The access token is random, stored hashed (for lookup) and encrypted (so a re-dispatch reuses it).
+  // A result without one gets this candidate with the claim below; one that has one (set by an earlier
+  // attempt or by another dispatcher first) keeps it, so the task server sees one token per result.
+  const fresh = generateToken(CALLBACK_TOKEN_PREFIX);
+  const freshEncrypted = deps.secrets.encrypt(fresh);
+  // Claimed only while the result is running and unacknowledged, when an attempt is due (next_attempt_at,
+  // with a second for clock skew against a delayed job) and the cap is not reached; the claim leases the
+  // result, so a duplicated or re-driven job skips it, and a dispatcher that dies mid-attempt leaves a
+  // lease the sweeper re-drives once it expires. The claim returns what the payload needs (one statement).
+  const [claimed] = await em.execute<DispatchRow[]>(CLAIM_SQL, [
+    ATTEMPT_LEASE_MS / 1000,
+    deps.secrets.hashToken(fresh),
+    freshEncrypted,
+    resultId,
+    deps.retryDelaysMs.length + 1,
+  ]);
+  if (!claimed) return { kind: 'skipped' };
+  const row = claimed;
+  const token = claimed.callback_token_encrypted === freshEncrypted ? fresh : deps.secrets.decrypt(claimed.callback_token_encrypted ?? '');
+  const attempt = claimed.attempts;
+  const body = encodePayload(buildTaskPayload(row, token, deps.publicBaseUrl));
+  const hmacKey = row.hmac_key_encrypted ? deps.secrets.decrypt(row.hmac_key_encrypted) : null;
+  const startedAt = new Date();
+  // Never outlives its lease, so a re-drive after the lease never overlaps this attempt.
+  const outcome = await deps.taskClient.post(row.task_url, body, hmacKey, AbortSignal.timeout(ATTEMPT_LEASE_MS - 5_000));
+  deps.onDelivery?.(outcome);
+
+  if (outcome.kind === 'response' && outcome.status === 200) {
+    // The attempt's row and the acknowledgement in one statement (one round trip, one commit).
+    await em.execute(
+      `with attempt as (insert into delivery_attempts ${ATTEMPT_COLUMNS} values (?, ?, ?, ?, ?, ?, ?) on conflict (task_result_id, attempt) do nothing)
+       update task_results set acknowledged_at = now(), next_attempt_at = null, updated_at = now() where id = ? and status = 'running'`,
+      [...attemptValues(resultId, attempt, startedAt, outcome), resultId],
+    );
+    return { kind: 'acknowledged' };
+  }
+  await recordAttempt(em, resultId, attempt, startedAt, outcome);
+  const delayMs = deps.retryDelaysMs[attempt - 1];
+  const permanent = outcome.kind === 'error' && PERMANENT.has(outcome.errorKind);
+  const deadline = row.progress_deadline ? new Date(row.progress_deadline).getTime() : Number.POSITIVE_INFINITY;
+  if (!permanent && delayMs !== undefined && Date.now() + delayMs < deadline) {
+    await em.execute(`update task_results set next_attempt_at = now() + make_interval(secs => ?) where id = ? and status = 'running'`, [
+      delayMs / 1000,
+      resultId,
+    ]);
+    return { kind: 'retry', attempt: attempt + 1, delayMs };
+  }
+  const status = outcome.kind === 'error' && UNDELIVERABLE.has(outcome.errorKind) ? 'unreachable' : 'errored';
+  const message = `Run task request was not acknowledged after ${attempt} attempt${attempt === 1 ? '' : 's'}: ${describeOutcome(outcome)}.`;
+  await em.execute(
+    `update task_results set status = ?, message = ?,
+            status_timestamps = status_timestamps || jsonb_build_object(?::text, ${DB_NOW_ISO}), version = version + 1, updated_at = now()
+      where id = ? and status = 'running'`,
+    [status, message, `${status}-at`, resultId],
+  );
+  return { kind: 'final', status, runId: row.run_id };
+}

@@ -1,0 +1,54 @@
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { DB_NOW_ISO } from '@runtasks/shared';
+
+export interface SweepResult {
+  /** Runs to advance: a result of theirs expired, or they were left behind. */
+  runIds: string[];
+  /** Results whose next delivery attempt is overdue (its delayed job was lost). */
+  resultIds: { id: string; attempt: number }[];
+}
+
+/**
+ * The safety net that makes Redis optional for correctness: deadlines live in PostgreSQL, and this
+ * periodic pass ends expired results and re-drives whatever a lost job left behind.
+ */
+/**
+ * Ends results past their progress deadline or hard deadline as `errored` (one conditional update, so
+ * a callback racing the deadline and this agree on exactly one terminal transition). Returns their runs.
+ */
+export async function expireResults(em: EntityManager, resultId?: string): Promise<string[]> {
+  const rows = await em.execute<{ run_id: string }[]>(
+    `with expired as (
+       update task_results tr set status = 'errored',
+              message = case when tr.hard_deadline < now() then 'The run task ran longer than its maximum runtime.'
+                             else 'The run task sent no progress within its progress timeout.' end,
+              status_timestamps = tr.status_timestamps || jsonb_build_object('errored-at', ${DB_NOW_ISO}),
+              version = tr.version + 1, updated_at = now()
+        where tr.status in ('pending', 'running') and (tr.progress_deadline < now() or tr.hard_deadline < now())
+          ${resultId ? 'and tr.id = ?' : ''}
+        returning tr.task_stage_id)
+     select distinct ts.run_id from expired e join task_stages ts on ts.id = e.task_stage_id`,
+    resultId ? [resultId] : [],
+  );
+  return rows.map((row) => row.run_id);
+}
+
+export async function sweep(em: EntityManager, graceSeconds: number): Promise<SweepResult> {
+  const expired = await expireResults(em);
+  const overdue = await em.execute<{ id: string; attempts: number }[]>(
+    `select id, attempts from task_results
+      where status = 'running' and acknowledged_at is null and next_attempt_at < now() - make_interval(secs => ?)
+      order by next_attempt_at limit 500`,
+    [graceSeconds],
+  );
+  // Non-final runs nobody touched for a while: advancing them is a no-op when they are waiting.
+  const idle = await em.execute<{ id: string }[]>(
+    `select id from runs
+      where status not in ('applied', 'post_apply_completed', 'planned_and_finished', 'discarded', 'errored', 'canceled')
+        and updated_at < now() - make_interval(secs => ?)
+      order by updated_at limit 500`,
+    [graceSeconds],
+  );
+  const runIds = [...new Set([...expired, ...idle.map((row) => row.id)])];
+  return { runIds, resultIds: overdue.map((row) => ({ id: row.id, attempt: row.attempts + 1 })) };
+}

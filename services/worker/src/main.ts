@@ -1,0 +1,72 @@
+import {
+  createLogger,
+  createSecretBox,
+  resolveSecretKey,
+  loadConfig,
+  openOrm,
+  pendingMigrations,
+  pingRedis,
+  postgresUnreachableMessage,
+  redisUnreachableMessage,
+  onShutdownSignals,
+  startHealthServer,
+} from '@runtasks/shared';
+import { Redis } from 'ioredis';
+import { startWorker } from './worker.ts';
+
+/** A worker process on its own; run as many as the load needs (`npm run start:worker`). */
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const logger = createLogger(config.logLevel, 'runtasks-worker');
+  let orm;
+  try {
+    orm = await openOrm(config.databaseUrl);
+    await orm.em.getConnection().execute('select 1');
+  } catch (error) {
+    throw new Error(postgresUnreachableMessage(error, config.databaseUrl) ?? String(error), { cause: error });
+  }
+  try {
+    await pingRedis(config.redisUrl);
+  } catch (error) {
+    throw new Error(redisUnreachableMessage(error, config.redisUrl), { cause: error });
+  }
+  const pending = await pendingMigrations(orm);
+  if (pending.length > 0) throw new Error(`Migrations are pending (${pending.join(', ')}): run \`npm run migrate\` first.`);
+  // The same SECRET_KEY as the API: it decrypts HMAC keys and keys the callback-token hashes.
+  const secrets = createSecretBox(resolveSecretKey(config).key);
+  const worker = await startWorker({ config, orm, logger, secrets });
+  let draining = false;
+  const redis = new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 3000 });
+  redis.on('error', () => undefined);
+  const health =
+    config.workerHealthPort > 0
+      ? await startHealthServer({
+          host: config.host,
+          port: config.workerHealthPort,
+          metrics: worker.metrics,
+          isDraining: () => draining,
+          checks: {
+            postgres: async () => void (await orm.em.fork().execute('select 1')),
+            redis: async () => void (await redis.ping()),
+          },
+        }).catch((error: unknown) => {
+          // Several workers on one host share the default port: the first serves probes, the rest go on without.
+          logger.warn({ err: error, port: config.workerHealthPort }, 'health server not started (set WORKER_HEALTH_PORT per worker)');
+          return undefined;
+        })
+      : undefined;
+  logger.info({ concurrency: config.workerConcurrency, healthPort: config.workerHealthPort }, 'worker started');
+  onShutdownSignals(logger, config.shutdownTimeoutMs, async () => {
+    draining = true;
+    // Active jobs finish; nothing new is taken. A job killed anyway comes back as stalled elsewhere.
+    await worker.close();
+    await new Promise<void>((resolve) => (health ? health.close(() => resolve()) : resolve()));
+    redis.disconnect();
+    await orm.close();
+  });
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});

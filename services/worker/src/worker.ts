@@ -1,0 +1,200 @@
+import type { MikroORM } from '@mikro-orm/postgresql';
+import {
+  createTaskClient,
+  JOBS,
+  QUEUES,
+  randomAlphanumeric,
+  taskDispatchJobId,
+  workerConnection,
+  Metrics,
+  type Config,
+  type DeliveryOutcome,
+  type JobName,
+  type Logger,
+  type SecretBox,
+  type TaskClient,
+} from '@runtasks/shared';
+import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { advanceRun } from './engine/advance-run.ts';
+import { dispatchResult } from './engine/dispatch.ts';
+import { immediateExecutor, type RunExecutor } from './engine/executor.ts';
+import { expireResults, sweep } from './engine/sweeper.ts';
+import { JOB_RETENTION, OutboxRelay } from './outbox-relay.ts';
+
+export interface WorkerDeps {
+  config: Config;
+  orm: MikroORM;
+  logger: Logger;
+  secrets: SecretBox;
+  /** Built from the configuration when not given (tests inject their own). */
+  taskClient?: TaskClient;
+  executor?: RunExecutor;
+  /** Shared with the API when both run in one process. */
+  metrics?: Metrics;
+}
+
+export interface RunningWorker {
+  queue: Queue;
+  relay: OutboxRelay;
+  metrics: Metrics;
+  close(): Promise<void>;
+}
+
+interface JobData {
+  runId?: string;
+  resultId?: string;
+}
+
+/** Jobs are wake-up signals: a failed one is retried a few times, and the sweeper re-drives anything lost. */
+const JOB_OPTIONS = { ...JOB_RETENTION, attempts: 5, backoff: { type: 'exponential', delay: 500 } } as const;
+
+const advanceJobId = (runId: string): string => `run-advance.${runId}.${Date.now()}${randomAlphanumeric(6)}`;
+
+export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
+  const connections: Redis[] = [];
+  const connection = (): Redis => {
+    const client = workerConnection(deps.config.redisUrl);
+    client.on('error', (error) => deps.logger.warn({ err: error }, 'redis connection error'));
+    connections.push(client);
+    return client;
+  };
+  const prefix = deps.config.queuePrefix;
+  const queueClient = connection();
+  const queue = new Queue(QUEUES.runs, { connection: queueClient, prefix });
+  const workerClient = connection();
+  const taskClient = deps.taskClient ?? createTaskClient({ allowlist: deps.config.taskDestinationAllowlist });
+  const executor = deps.executor ?? immediateExecutor;
+  const deadlines = {
+    progressTimeoutSeconds: deps.config.taskProgressTimeoutSeconds,
+    maxRuntimeSeconds: deps.config.taskMaxRuntimeSeconds,
+  };
+  const metrics = deps.metrics ?? new Metrics();
+  const dispatchDeps = {
+    secrets: deps.secrets,
+    taskClient,
+    publicBaseUrl: deps.config.publicBaseUrl,
+    retryDelaysMs: deps.config.taskRetryDelaysMs,
+    onDelivery: (outcome: DeliveryOutcome) => {
+      const label = outcome.kind === 'response' ? (outcome.status === 200 ? 'acknowledged' : `http_${outcome.status}`) : outcome.errorKind;
+      metrics.taskRequestDuration.observe({ outcome: label }, outcome.durationMs / 1000);
+    },
+  };
+  const graceSeconds = Math.max(1, (2 * deps.config.sweeperIntervalMs) / 1000);
+
+  const enqueueAdvance = (runId: string) => queue.add(JOBS.runAdvance, { runId }, { jobId: advanceJobId(runId), ...JOB_OPTIONS });
+  const enqueueDispatch = (resultId: string, attempt: number, delay = 0) =>
+    queue.add(JOBS.taskDispatch, { resultId }, { jobId: taskDispatchJobId(resultId, attempt), delay, ...JOB_OPTIONS });
+  // Not the deterministic id: the lost job may still hold it (active in a crashed worker until BullMQ's
+  // stall check), and BullMQ would drop the re-drive as a duplicate. The claim makes extra jobs harmless.
+  const redriveDispatch = (resultId: string, attempt: number) =>
+    queue.add(
+      JOBS.taskDispatch,
+      { resultId },
+      { jobId: `${taskDispatchJobId(resultId, attempt)}.redrive-${Date.now()}${randomAlphanumeric(6)}`, ...JOB_OPTIONS },
+    );
+
+  const processors: Record<JobName, (job: Job<JobData>) => Promise<unknown>> = {
+    [JOBS.runCreated]: (job) => processAdvance(job),
+    [JOBS.runAdvance]: (job) => processAdvance(job),
+    async [JOBS.taskDispatch](job) {
+      const resultId = job.data.resultId ?? '';
+      const outcome = await dispatchResult(deps.orm.em.fork(), dispatchDeps, resultId);
+      deps.logger.debug({ jobId: job.id, taskResultId: resultId, outcome: outcome.kind }, 'task dispatch');
+      if (outcome.kind === 'retry') await enqueueDispatch(resultId, outcome.attempt, outcome.delayMs);
+      if (outcome.kind === 'final') await enqueueAdvance(outcome.runId);
+      return outcome.kind;
+    },
+    async [JOBS.taskDeadline](job) {
+      // Woken at the progress deadline; a deadline extended by progress callbacks makes this a no-op
+      // (the sweeper catches the later one).
+      const runIds = await expireResults(deps.orm.em.fork(), job.data.resultId ?? '');
+      await Promise.all(runIds.map(enqueueAdvance));
+      return runIds.length;
+    },
+    async [JOBS.sweep]() {
+      const { runIds, resultIds } = await sweep(deps.orm.em.fork(), graceSeconds);
+      await Promise.all([...runIds.map(enqueueAdvance), ...resultIds.map(({ id, attempt }) => redriveDispatch(id, attempt))]);
+      return { runs: runIds.length, results: resultIds.length };
+    },
+  };
+
+  async function processAdvance(job: Job<JobData>): Promise<number> {
+    const runId = job.data.runId ?? '';
+    // A run.created job finds a pending run, which always moves: no lock-free look first.
+    const toDispatch = await advanceRun(deps.orm.em.fork(), runId, executor, deadlines, { precheck: job.name !== JOBS.runCreated });
+    deps.logger.debug({ jobId: job.id, jobName: job.name, runId, dispatching: toDispatch.length }, 'run advanced');
+    // After commit: a crash before these are added is repaired by the sweeper (next_attempt_at is set).
+    // The dispatch jobs, then the deadline jobs, in one round trip to Redis (one pipeline).
+    if (toDispatch.length === 0) return 0;
+    const deadlineDelay = deadlines.progressTimeoutSeconds * 1000 + 50;
+    await queue.addBulk([
+      ...toDispatch.map((resultId) => ({
+        name: JOBS.taskDispatch,
+        data: { resultId },
+        opts: { jobId: taskDispatchJobId(resultId, 1), delay: 0, ...JOB_OPTIONS },
+      })),
+      ...toDispatch.map((resultId) => ({
+        name: JOBS.taskDeadline,
+        data: { resultId },
+        opts: { jobId: `task-deadline.${resultId}`, delay: deadlineDelay, ...JOB_OPTIONS },
+      })),
+    ]);
+    return toDispatch.length;
+  }
+
+  const worker = new Worker<JobData>(
+    QUEUES.runs,
+    async (job) => {
+      const processor = processors[job.name as JobName];
+      // Refuse unknown jobs loudly rather than completing them silently.
+      if (!processor) throw new UnrecoverableError(`no processor for job ${job.name}`);
+      const stopTimer = metrics.jobDuration.startTimer({ name: job.name });
+      try {
+        const result = await processor(job);
+        stopTimer({ outcome: 'completed' });
+        return result;
+      } catch (error) {
+        stopTimer({ outcome: 'failed' });
+        throw error;
+      }
+    },
+    { connection: workerClient, prefix, concurrency: deps.config.workerConcurrency },
+  );
+  // Not awaited: with Redis down this waits for it to come back, and start-up must not.
+  const scheduleSweeper = (): void => {
+    queue
+      .upsertJobScheduler(JOBS.sweep, { every: deps.config.sweeperIntervalMs }, { name: JOBS.sweep, data: {}, opts: JOB_RETENTION })
+      .catch((error: unknown) => deps.logger.warn({ err: error }, 'could not schedule the sweeper'));
+  };
+  scheduleSweeper();
+  // A Redis that comes back empty (restarted without persistence, failed over) lost the schedule with
+  // every job, and the sweeper is what re-drives those: set it again on every reconnection (idempotent).
+  queueClient.on('ready', scheduleSweeper);
+  // Without listeners BullMQ prints these with console.error, past the logger and LOG_LEVEL.
+  queue.on('error', (error) => deps.logger.warn({ err: error }, 'queue error'));
+  worker.on('error', (error) => deps.logger.warn({ err: error }, 'worker error'));
+  worker.on('failed', (job, error) => deps.logger.error({ err: error, jobId: job?.id, jobName: job?.name }, 'job failed'));
+  const relay = new OutboxRelay({
+    orm: deps.orm,
+    queue,
+    databaseUrl: deps.config.databaseUrl,
+    pollIntervalMs: deps.config.outboxPollIntervalMs,
+    logger: deps.logger,
+  });
+  await relay.start();
+  metrics.watchQueue(queue);
+  return {
+    queue,
+    relay,
+    metrics,
+    async close() {
+      await relay.stop();
+      // A graceful close needs Redis to finish active jobs; with Redis unreachable it never returns.
+      await worker.close(workerClient.status !== 'ready');
+      await queue.close();
+      for (const client of connections) client.disconnect();
+      if (!deps.taskClient) await taskClient.close();
+    },
+  };
+}

@@ -1,0 +1,332 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { JOBS, QUEUES, runCreatedJobId, type Config } from '@runtasks/shared';
+import { createHook } from 'node:async_hooks';
+import { Queue, type Job } from 'bullmq';
+import { Redis } from 'ioredis';
+import { api, eventually, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
+import { startHarness, type Harness } from '../../../test/support/harness.ts';
+import { OutboxRelay } from '../src/outbox-relay.ts';
+import { startWorker, type RunningWorker } from '../src/worker.ts';
+
+/** A closed port: nothing listens on TCP port 1 on loopback. */
+const UNREACHABLE_REDIS_URL = 'redis://127.0.0.1:1/0';
+
+/**
+ * ioredis quirk: disconnecting a client whose socket already failed (ECONNREFUSED) arms a 2 s timer
+ * to destroy that dead socket, and nothing clears it. The connections are closed; afterAll only waits
+ * (polling, no fixed sleep) until those timers have run, so Jest exits without open handles.
+ */
+const disconnectTimers = new Set<number>();
+const disconnectTimerHook = createHook({
+  init(asyncId, type) {
+    if (type === 'Timeout' && /ioredis[/\\]built[/\\]connectors[/\\]AbstractConnector\.js/.test(new Error().stack ?? ''))
+      disconnectTimers.add(asyncId);
+  },
+  destroy(asyncId) {
+    disconnectTimers.delete(asyncId);
+  },
+});
+
+interface OutboxRow {
+  id: string;
+  topic: string;
+  aggregate_id: string;
+  payload: Record<string, string>;
+  published_at: string | Date | null;
+  publish_attempts: number;
+}
+
+describe('outbox: a run-created event is never lost', () => {
+  let h: Harness;
+  let f: Fixture;
+  let redis: Redis;
+  let queue: Queue;
+  const workers: RunningWorker[] = [];
+
+  async function outboxRows(runId: string): Promise<OutboxRow[]> {
+    return h.orm.em
+      .fork()
+      .getConnection()
+      .execute<OutboxRow[]>(
+        `select id, topic, aggregate_id, payload, published_at, publish_attempts from outbox_events where aggregate_id = ? order by id`,
+        [runId],
+      );
+  }
+
+  /** Every job for `runId`, whatever its state. */
+  async function jobsForRun(runId: string): Promise<Job[]> {
+    const jobs = await queue.getJobs(['active', 'completed', 'delayed', 'failed', 'prioritized', 'wait', 'waiting-children']);
+    return jobs.filter((job) => (job.data as { runId?: string }).runId === runId);
+  }
+
+  /** Other sessions' FOR UPDATE claims on this database's outbox_events (pg_locks spans every database). */
+  async function rowLocksOnOutbox(): Promise<number> {
+    const [row] = await h.orm.em
+      .fork()
+      .getConnection()
+      .execute<Array<{ count: string }>>(
+        `select count(*) as count from pg_locks l join pg_class c on c.oid = l.relation
+          where l.database = (select oid from pg_database where datname = current_database())
+            and c.relname = 'outbox_events' and l.mode = 'RowShareLock' and l.pid <> pg_backend_pid()`,
+      );
+    return Number(row?.count ?? 0);
+  }
+
+  /** A queue whose Redis is unreachable, with its errors silenced. */
+  function deadQueue(): { queue: Queue; close(): Promise<void> } {
+    const client = new Redis(UNREACHABLE_REDIS_URL, { maxRetriesPerRequest: null });
+    client.on('error', () => undefined);
+    const dead = new Queue(QUEUES.runs, { connection: client, prefix: h.config.queuePrefix });
+    dead.on('error', () => undefined);
+    return {
+      queue: dead,
+      async close() {
+        await dead.close();
+        client.disconnect();
+      },
+    };
+  }
+
+  async function postRun(message: string): Promise<string> {
+    const res = await api(h, 'post', '/runs', f.organizationToken, {
+      data: { type: 'runs', attributes: { message }, relationships: { workspace: { data: { type: 'workspaces', id: f.workspaceId } } } },
+    });
+    expect(res.status).toBe(201);
+    return res.body.data.id as string;
+  }
+
+  async function start(config: Config = h.config): Promise<RunningWorker> {
+    const worker = await startWorker({ config, orm: h.orm, logger: h.logger, secrets: h.secrets, taskClient: h.taskClient });
+    workers.push(worker);
+    return worker;
+  }
+
+  async function stop(worker: RunningWorker): Promise<void> {
+    workers.splice(workers.indexOf(worker), 1);
+    await worker.close();
+  }
+
+  const publishedRow = (runId: string) => async (): Promise<OutboxRow[] | undefined> => {
+    const rows = await outboxRows(runId);
+    return rows.length > 0 && rows.every((row) => row.published_at !== null) ? rows : undefined;
+  };
+
+  /** The job once completed; read again after the state check so the return value is there. */
+  const completedJob = (runId: string) => async (): Promise<Job | undefined> => {
+    const state = await queue.getJobState(runCreatedJobId(runId));
+    return state === 'completed' ? queue.getJob(runCreatedJobId(runId)) : undefined;
+  };
+
+  beforeAll(async () => {
+    disconnectTimerHook.enable();
+    h = await startHarness();
+    f = await seedOrganization(h, 'outbox');
+    redis = new Redis(h.config.redisUrl, { maxRetriesPerRequest: null });
+    queue = new Queue(QUEUES.runs, { connection: redis, prefix: h.config.queuePrefix });
+  });
+
+  // A failed assertion must not leave a worker running into the next test.
+  afterEach(async () => {
+    for (const worker of workers.splice(0)) await worker.close();
+  });
+
+  afterAll(async () => {
+    if (queue) {
+      await queue.obliterate({ force: true });
+      await queue.close();
+    }
+    redis?.disconnect();
+    await h?.close();
+    await eventually(async () => (disconnectTimers.size === 0 ? true : undefined));
+    disconnectTimerHook.disable();
+  });
+
+  it('a run created with no worker running is kept in the outbox, then published by the worker', async () => {
+    const runId = await postRun('no worker yet');
+
+    const [row, ...others] = await outboxRows(runId);
+    expect(others).toEqual([]);
+    expect(row).toMatchObject({ topic: JOBS.runCreated, aggregate_id: runId, payload: { runId }, published_at: null, publish_attempts: 0 });
+    expect(await queue.getJob(runCreatedJobId(runId))).toBeUndefined();
+
+    const worker = await start();
+    const job = await eventually(completedJob(runId));
+    expect(job.id).toBe(runCreatedJobId(runId));
+    expect(job.name).toBe(JOBS.runCreated);
+    expect(job.data).toEqual({ runId });
+    expect(job.returnvalue).toBe(0); // a run without tasks has nothing to dispatch
+
+    const [published] = await eventually(publishedRow(runId));
+    expect(Number.isNaN(new Date(published?.published_at ?? 'invalid').getTime())).toBe(false);
+    expect(published?.publish_attempts).toBe(1);
+    await stop(worker);
+  });
+
+  it('a run created while the worker runs is published and processed', async () => {
+    const worker = await start();
+    const runId = await postRun('worker running');
+    const job = await eventually(completedJob(runId));
+    expect(job.returnvalue).toBe(0); // a run without tasks has nothing to dispatch
+    await eventually(publishedRow(runId));
+    await stop(worker);
+  });
+
+  it('publishing twice is harmless: one job per run (deterministic job id)', async () => {
+    const runId = await postRun('published twice');
+    // A relay that is never started: only the explicit drains below publish.
+    const relay = new OutboxRelay({ orm: h.orm, queue, databaseUrl: h.config.databaseUrl, pollIntervalMs: 60_000, logger: h.logger });
+
+    expect(await relay.drain()).toBe(1);
+    const [first] = await outboxRows(runId);
+    expect(first?.published_at).not.toBeNull();
+    const job = await queue.getJob(runCreatedJobId(runId));
+    expect(job?.data).toEqual({ runId });
+    const firstTimestamp = job?.timestamp;
+
+    // Nothing pending: a second drain publishes nothing.
+    expect(await relay.drain()).toBe(0);
+
+    // A crash between "Redis accepted" and "marked published" leaves the row unpublished: it is published again.
+    await h.orm.em.fork().getConnection().execute(`update outbox_events set published_at = null where aggregate_id = ?`, [runId]);
+    // And a duplicate event for the same run, published in the same batch.
+    await h.orm.em
+      .fork()
+      .getConnection()
+      .execute(`insert into outbox_events (topic, aggregate_id, payload, created_at) values (?, ?, ?::jsonb, now())`, [
+        JOBS.runCreated,
+        runId,
+        JSON.stringify({ runId }),
+      ]);
+    expect(await relay.drain()).toBe(2);
+
+    const rows = await outboxRows(runId);
+    expect(rows).toHaveLength(2);
+    expect(rows.every((row) => row.published_at !== null)).toBe(true);
+    expect(rows[0]?.publish_attempts).toBe(2);
+
+    const jobs = await jobsForRun(runId);
+    expect(jobs.map((j) => j.id)).toEqual([runCreatedJobId(runId)]);
+    expect(jobs[0]?.timestamp).toBe(firstTimestamp);
+
+    // A worker processes that one job once; a further drain still adds nothing.
+    const worker = await start();
+    await eventually(completedJob(runId));
+    expect(await worker.relay.drain()).toBe(0);
+    expect((await jobsForRun(runId)).map((j) => j.id)).toEqual([runCreatedJobId(runId)]);
+    await stop(worker);
+  });
+
+  it('a listener connection that PostgreSQL drops is re-established: events are published at once again, not at the next poll', async () => {
+    // A 60 s poll: within the deadlines below only LISTEN can wake this relay.
+    const relay = new OutboxRelay({ orm: h.orm, queue, databaseUrl: h.config.databaseUrl, pollIntervalMs: 60_000, logger: h.logger });
+    await relay.start();
+    try {
+      const listeners = async (): Promise<number[]> =>
+        (
+          await h.orm.em
+            .fork()
+            .getConnection()
+            .execute<{ pid: number }[]>(
+              `select pid from pg_stat_activity where datname = current_database() and query ilike 'listen %' and pid <> pg_backend_pid()`,
+            )
+        ).map((row) => row.pid);
+      const [pid] = await eventually(async () => ((await listeners()).length === 1 ? listeners() : undefined));
+      const before = await postRun('before the listener is killed');
+      await eventually(publishedRow(before), 5_000);
+
+      await h.orm.em.fork().getConnection().execute(`select pg_terminate_backend(?)`, [pid]);
+      // A new listener, on a new connection.
+      await eventually(async () => {
+        const now = await listeners();
+        return now.length === 1 && now[0] !== pid ? true : undefined;
+      }, 10_000);
+      const after = await postRun('after the listener came back');
+      await eventually(publishedRow(after), 5_000);
+    } finally {
+      await relay.stop();
+    }
+  });
+
+  it('a relay waiting for Redis holds its claim; other relays skip those rows until it gives up', async () => {
+    const runId = await postRun('claimed by a stuck relay');
+    const dead = deadQueue();
+    const stuck = new OutboxRelay({
+      orm: h.orm,
+      queue: dead.queue,
+      databaseUrl: h.config.databaseUrl,
+      pollIntervalMs: 60_000,
+      logger: h.logger,
+      publishTimeoutMs: 60_000,
+    });
+    const healthy = new OutboxRelay({ orm: h.orm, queue, databaseUrl: h.config.databaseUrl, pollIntervalMs: 60_000, logger: h.logger });
+    try {
+      const stuckDrain = stuck.drain();
+      stuckDrain.catch(() => undefined);
+      // The claim is a transaction holding FOR UPDATE row locks on the outbox while Redis is awaited.
+      await eventually(async () => ((await rowLocksOnOutbox()) > 0 ? true : undefined));
+      expect(await healthy.drain()).toBe(0);
+      expect((await outboxRows(runId))[0]?.published_at).toBeNull();
+
+      // Stopping abandons the unacknowledged publication: the claim rolls back and nothing is lost.
+      await stuck.stop();
+      await expect(stuckDrain).rejects.toThrow('stopped');
+      expect(await rowLocksOnOutbox()).toBe(0);
+      expect((await outboxRows(runId))[0]).toMatchObject({ published_at: null, publish_attempts: 0 });
+
+      expect(await healthy.drain()).toBe(1);
+      expect((await outboxRows(runId))[0]?.publish_attempts).toBe(1);
+      expect((await queue.getJob(runCreatedJobId(runId)))?.data).toEqual({ runId });
+    } finally {
+      await stuck.stop();
+      await dead.close();
+    }
+  });
+
+  it('with Redis unreachable, runs are still created and their events wait in the outbox until Redis is back', async () => {
+    const down = await start({ ...h.config, redisUrl: UNREACHABLE_REDIS_URL });
+    // The API never touches Redis: creating runs still answers 201.
+    const runIds = [await postRun('redis down, first'), await postRun('redis down, second')];
+    for (const runId of runIds) {
+      const rows = await outboxRows(runId);
+      expect(rows).toHaveLength(1);
+      expect(rows[0]).toMatchObject({ payload: { runId }, published_at: null, publish_attempts: 0 });
+      expect(await queue.getJob(runCreatedJobId(runId))).toBeUndefined();
+    }
+    // Stopping must not wait for Redis (its relay may be mid-publication, its worker cannot reach Redis).
+    await stop(down);
+
+    // A relay that cannot reach Redis gives up on its claim: the transaction rolls back, nothing is marked published.
+    const dead = deadQueue();
+    const deadRelay = new OutboxRelay({
+      orm: h.orm,
+      queue: dead.queue,
+      databaseUrl: h.config.databaseUrl,
+      pollIntervalMs: 60_000,
+      logger: h.logger,
+      publishTimeoutMs: 200,
+    });
+    try {
+      await expect(deadRelay.drain()).rejects.toThrow('did not accept');
+    } finally {
+      await deadRelay.stop();
+      await dead.close();
+    }
+    expect(await rowLocksOnOutbox()).toBe(0);
+    for (const runId of runIds) {
+      const rows = await outboxRows(runId);
+      expect(rows).toHaveLength(1);
+      expect(rows[0]).toMatchObject({ published_at: null, publish_attempts: 0 });
+    }
+
+    // With Redis back, a worker publishes and processes them (the failed claims left no locks behind).
+    const up = await start();
+    for (const runId of runIds) {
+      const job = await eventually(completedJob(runId));
+      expect(job.data).toEqual({ runId });
+      expect(job.returnvalue).toBe(0); // a run without tasks has nothing to dispatch
+      const [row] = await eventually(publishedRow(runId));
+      expect(row?.publish_attempts).toBe(1);
+    }
+    await stop(up);
+  });
+});

@@ -1,0 +1,75 @@
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { Redis } from 'ioredis';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { databaseUrl, dropDatabase, PREFIX, withAdminClient } from './support/databases.ts';
+
+/**
+ * `npm run demo` as a user runs it on CI: no TTY, CI=true. It must end by itself with exit code 0,
+ * having shown the run reach its final status, both tasks' results and where to look, and leave no
+ * process listening and no queue keys behind.
+ */
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const DATABASE = `${PREFIX}_demo`;
+const REDIS_URL = process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379/0';
+
+describe('npm run demo', () => {
+  let child: ChildProcess | undefined;
+
+  afterAll(async () => {
+    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await withAdminClient((client) => dropDatabase(client, DATABASE));
+  });
+
+  it('shows a run with a passing mandatory and a failing advisory task to the end, then exits 0 by itself', async () => {
+    let output = '';
+    child = spawn(process.execPath, ['scripts/demo.ts'], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        PATH: process.env['PATH'] ?? '',
+        CI: 'true',
+        DATABASE_URL: databaseUrl(DATABASE),
+        DEMO_DATABASE: DATABASE,
+        REDIS_URL,
+        DEMO_TIMEOUT_SECONDS: '60',
+      },
+    });
+    child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    const code = await new Promise<number | null>((resolve) => child?.once('exit', (exitCode) => resolve(exitCode)));
+
+    expect({ code, output }).toMatchObject({ code: 0 });
+    // Plain lines only: no redraws or colours without a TTY.
+    expect(output).not.toContain('\x1b[');
+    // The timeline and the summary name the final status.
+    expect(output).toMatch(/^\s+\S+\s+\+\d+\.\d\ds\s+run\s+(applied|post_apply_completed)$/m);
+    expect(output).toMatch(/run run-\w+: (applied|post_apply_completed) after/);
+    expect(output).toContain('has-task-warnings: true');
+    // Both tasks' results, with their messages and outcome counts.
+    expect(output).toMatch(/post_plan\s+demo-passing\s+mandatory\s+passed\s+1 outcome\s+Example check passed/);
+    expect(output).toMatch(/post_plan\s+demo-failing\s+advisory\s+failed\s+1 outcome\s+Example check failed/);
+    expect(output).toMatch(/pre_plan\s+demo-passing\s+mandatory\s+passed/);
+    // Where to look.
+    expect(output).toMatch(/dashboard\s+http:\/\/127\.0\.0\.1:\d+\/admin\/queues/);
+    expect(output).toMatch(/\/api\/v2\/runs\/run-\w+\?include=task_stages/);
+    expect(output).toContain('Demo finished: everything stopped.');
+
+    // Everything stopped: the service no longer listens and the run's queue keys are gone.
+    const baseUrl = /service\s+(http:\/\/127\.0\.0\.1:\d+)/.exec(output)?.[1];
+    expect(baseUrl).toBeDefined();
+    const after = await fetch(`${baseUrl}/api/v2/ping`).then(
+      (res) => res.status,
+      () => 'refused',
+    );
+    expect(after).toBe('refused');
+    const prefix = /queue prefix (runtasks-demo-[0-9a-f]+)/.exec(output)?.[1];
+    expect(prefix).toBeDefined();
+    const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+    try {
+      expect(await redis.keys(`${prefix}:*`)).toEqual([]);
+    } finally {
+      redis.disconnect();
+    }
+  }, 90_000);
+});

@@ -1,0 +1,123 @@
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { databaseUrl, dropDatabase, PREFIX, SERVER_URL, withAdminClient } from './support/databases.ts';
+import { randomAlphanumeric } from '@runtasks/shared';
+import { eventually } from './support/fixtures.ts';
+
+const MAIN = new URL('../services/api/src/main.ts', import.meta.url).pathname;
+const databaseName = `${PREFIX}_startup_${randomAlphanumeric(6).toLowerCase()}`;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+interface Started {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<number | null>;
+}
+
+function start(env: Record<string, string>): Started {
+  let stdout = '';
+  let stderr = '';
+  const child = spawn(process.execPath, [MAIN], {
+    env: {
+      PATH: process.env['PATH'] ?? '',
+      REDIS_URL: process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379/0',
+      SECRET_KEY: 'startup-test-secret-key-0123456789abcdef',
+      LOG_LEVEL: 'silent',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, stdout: () => stdout, stderr: () => stderr, exited };
+}
+
+describe('npm start (API and worker in one process)', () => {
+  afterAll(async () => {
+    await withAdminClient((client) => dropDatabase(client, databaseName));
+  });
+
+  it('creates the database, migrates, prints a site-admin token once, serves the API and stops on SIGTERM', async () => {
+    const port = await freePort();
+    const env = { DATABASE_URL: databaseUrl(databaseName), PORT: String(port), QUEUE_PREFIX: `test-${randomAlphanumeric(8)}` };
+    const first = start(env);
+    const token = await eventually(async () => /Site-admin token[^\n]*\n\s*\n\s+(\S+)/.exec(first.stdout())?.[1], 20_000);
+    const ping = await eventually(
+      () =>
+        fetch(`http://127.0.0.1:${port}/api/v2/ping`)
+          .then((res) => res.status)
+          .catch(() => undefined),
+      20_000,
+    );
+    expect(ping).toBe(204);
+    const organizations = await fetch(`http://127.0.0.1:${port}/api/v2/organizations`, { headers: { Authorization: `Bearer ${token}` } });
+    expect(organizations.status).toBe(200);
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+
+    // Second start: same database, no new token printed, and the first token still works.
+    const second = start(env);
+    await eventually(
+      () =>
+        fetch(`http://127.0.0.1:${port}/api/v2/ping`)
+          .then((res) => res.status)
+          .catch(() => undefined),
+      20_000,
+    );
+    const again = await fetch(`http://127.0.0.1:${port}/api/v2/organizations`, { headers: { Authorization: `Bearer ${token}` } });
+    expect(again.status).toBe(200);
+    expect(second.stdout()).not.toContain('Site-admin token');
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+  }, 60_000);
+
+  it('accepts ADMIN_TOKEN as the site-admin token', async () => {
+    const port = await freePort();
+    const adminToken = `chosen_${randomAlphanumeric(24)}`;
+    const started = start({
+      DATABASE_URL: databaseUrl(databaseName),
+      PORT: String(port),
+      ADMIN_TOKEN: adminToken,
+      QUEUE_PREFIX: `test-${randomAlphanumeric(8)}`,
+    });
+    await eventually(
+      () =>
+        fetch(`http://127.0.0.1:${port}/api/v2/ping`)
+          .then((res) => res.status)
+          .catch(() => undefined),
+      20_000,
+    );
+    const res = await fetch(`http://127.0.0.1:${port}/api/v2/organizations`, { headers: { Authorization: `Bearer ${adminToken}` } });
+    expect(res.status).toBe(200);
+    started.child.kill('SIGTERM');
+    expect(await started.exited).toBe(0);
+  }, 60_000);
+
+  it.each([
+    ['DATABASE_URL', { DATABASE_URL: `${SERVER_URL.replace(/:\d+$/, ':1')}/runtasks` }],
+    ['REDIS_URL', { DATABASE_URL: databaseUrl(databaseName), REDIS_URL: 'redis://127.0.0.1:1/0' }],
+  ])(
+    'prints one clear line naming %s and exits 1 when the service is unreachable',
+    async (variable, env) => {
+      const started = start({ ...env, PORT: '0' });
+      expect(await started.exited).toBe(1);
+      const lines = started.stderr().trim().split('\n');
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toContain(`${variable}=`);
+      expect(lines[0]).toContain('npm start');
+      expect(started.stderr()).not.toMatch(/\n\s+at /);
+    },
+    30_000,
+  );
+});

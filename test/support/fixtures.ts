@@ -1,0 +1,106 @@
+import type { Harness } from './harness.ts';
+
+export const JSON_API = 'application/vnd.api+json';
+
+export interface Fixture {
+  organization: string;
+  organizationToken: string;
+  workspaceId: string;
+  teamId: string;
+}
+
+/** Sends a JSON:API request with a bearer token and returns supertest's response. */
+export function api(h: Harness, method: 'get' | 'post' | 'patch' | 'delete' | 'put', path: string, token?: string, body?: unknown) {
+  let req = h.http[method](`/api/v2${path}`);
+  if (token) req = req.set('Authorization', `Bearer ${token}`);
+  if (body !== undefined) req = req.set('Content-Type', JSON_API).send(JSON.stringify(body));
+  return req;
+}
+
+export async function createOrganization(h: Harness, name: string, attributes: Record<string, unknown> = {}): Promise<string> {
+  const res = await api(h, 'post', '/organizations', h.adminToken, {
+    data: { type: 'organizations', attributes: { name, email: `${name}@example.test`, ...attributes } },
+  });
+  if (res.status !== 201) throw new Error(`create organization: ${res.status} ${res.text}`);
+  return name;
+}
+
+export async function createOrganizationToken(h: Harness, organization: string): Promise<string> {
+  const res = await api(h, 'post', `/organizations/${organization}/authentication-token`, h.adminToken);
+  if (res.status !== 201) throw new Error(`create organization token: ${res.status} ${res.text}`);
+  return res.body.data.attributes.token as string;
+}
+
+export async function createWorkspace(h: Harness, organization: string, token: string, name: string): Promise<string> {
+  const res = await api(h, 'post', `/organizations/${organization}/workspaces`, token, {
+    data: { type: 'workspaces', attributes: { name } },
+  });
+  if (res.status !== 201) throw new Error(`create workspace: ${res.status} ${res.text}`);
+  return res.body.data.id as string;
+}
+
+export async function createTeam(
+  h: Harness,
+  organization: string,
+  token: string,
+  name: string,
+  access: Record<string, boolean> = {},
+): Promise<string> {
+  const res = await api(h, 'post', `/organizations/${organization}/teams`, token, {
+    data: { type: 'teams', attributes: { name, 'organization-access': access } },
+  });
+  if (res.status !== 201) throw new Error(`create team: ${res.status} ${res.text}`);
+  return res.body.data.id as string;
+}
+
+export async function createTeamToken(h: Harness, token: string, teamId: string): Promise<string> {
+  const res = await api(h, 'post', `/teams/${teamId}/authentication-token`, token);
+  if (res.status !== 201) throw new Error(`create team token: ${res.status} ${res.text}`);
+  return res.body.data.attributes.token as string;
+}
+
+export async function grantWorkspace(
+  h: Harness,
+  token: string,
+  teamId: string,
+  workspaceId: string,
+  attributes: Record<string, unknown>,
+): Promise<string> {
+  const res = await api(h, 'post', '/team-workspaces', token, {
+    data: {
+      type: 'team-workspaces',
+      attributes,
+      relationships: { team: { data: { type: 'teams', id: teamId } }, workspace: { data: { type: 'workspaces', id: workspaceId } } },
+    },
+  });
+  if (res.status !== 201) throw new Error(`grant workspace: ${res.status} ${res.text}`);
+  return res.body.data.id as string;
+}
+
+export async function createRun(h: Harness, token: string, workspaceId: string, attributes: Record<string, unknown> = {}): Promise<string> {
+  const res = await api(h, 'post', '/runs', token, {
+    data: { type: 'runs', attributes, relationships: { workspace: { data: { type: 'workspaces', id: workspaceId } } } },
+  });
+  if (res.status !== 201) throw new Error(`create run: ${res.status} ${res.text}`);
+  return res.body.data.id as string;
+}
+
+/** An organization with its owner token, a workspace and a team: the starting point of most tests. */
+export async function seedOrganization(h: Harness, name: string): Promise<Fixture> {
+  const organization = await createOrganization(h, name);
+  const organizationToken = await createOrganizationToken(h, organization);
+  const workspaceId = await createWorkspace(h, organization, organizationToken, `${name}-ws`);
+  const teamId = await createTeam(h, organization, organizationToken, `${name}-team`);
+  return { organization, organizationToken, workspaceId, teamId };
+}
+
+/** Polls until `check` returns a value or the deadline passes; never a fixed sleep. */
+export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 10_000, intervalMs = 25): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}

@@ -1,0 +1,380 @@
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { totalmem } from 'node:os';
+import pg from 'pg';
+import { Redis } from 'ioredis';
+import type { BaselineResult } from './baseline.ts';
+import { cpuModel, ROLES } from './cpu.ts';
+import { DATABASE_URL, REDIS_URL, RESULTS_DIR, ROOT, type Options } from './env.ts';
+import type { LatencyResult } from './latency.ts';
+import type { PipelineResult } from './pipeline.ts';
+import type { ReadResult, ReadsOutput } from './reads.ts';
+import { fitLine, fmt, fmtRange, type Range } from './stats.ts';
+
+/**
+ * Results: one JSON document with every sample, and a Markdown summary with the machine, versions,
+ * the component baseline, each figure with its ratios, and the target verdicts.
+ */
+
+export interface Results {
+  meta: Meta;
+  baseline?: BaselineResult;
+  h1?: PipelineResult[];
+  h2?: LatencyResult;
+  h3?: ReadResult[];
+  h4?: { tasks: PipelineResult[]; workspaces?: { one: PipelineResult; many: PipelineResult }; list?: ReadsOutput['growth'] };
+}
+
+export interface Meta {
+  date: string;
+  figures: string[];
+  mode: 'full' | 'quick';
+  durationSeconds: number;
+  machine: { cpu: string; cores: number; memoryGiB: number; kernel: string };
+  versions: { node: string; postgres: string; redis: string; bullmq: string; mikroOrm: string; koa: string; undici: string };
+  commit: string;
+  workingTreeChanges: number;
+  rateLimiting: string;
+  workerConcurrency: number;
+}
+
+function packageVersion(name: string): string {
+  try {
+    return (
+      JSON.parse(
+        execFileSync(process.execPath, ['-p', `JSON.stringify(require('${name}/package.json'))`], { cwd: ROOT, encoding: 'utf8' }),
+      ) as { version: string }
+    ).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+function git(args: string[]): string {
+  try {
+    return execFileSync('git', args, { cwd: ROOT, encoding: 'utf8' }).trim();
+  } catch {
+    return 'unknown';
+  }
+}
+
+export async function collectMeta(options: Options, figures: string[], startedAt: number): Promise<Meta> {
+  const db = new pg.Client({ connectionString: DATABASE_URL });
+  await db.connect();
+  const postgres = (await db.query<{ v: string }>('show server_version')).rows[0]?.v ?? 'unknown';
+  await db.end();
+  const redis = new Redis(REDIS_URL);
+  const redisVersion = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1] ?? 'unknown';
+  redis.disconnect();
+  return {
+    date: new Date().toISOString(),
+    figures,
+    mode: options.quick ? 'quick' : 'full',
+    durationSeconds: Math.round((Date.now() - startedAt) / 1000),
+    machine: {
+      cpu: cpuModel(),
+      cores: (await import('node:os')).availableParallelism(),
+      memoryGiB: Math.round(totalmem() / 2 ** 30),
+      kernel: (await import('node:os')).release(),
+    },
+    versions: {
+      node: process.version,
+      postgres,
+      redis: redisVersion,
+      bullmq: packageVersion('bullmq'),
+      mikroOrm: packageVersion('@mikro-orm/core'),
+      koa: packageVersion('koa'),
+      undici: packageVersion('undici'),
+    },
+    // Read-only git queries: which code was measured.
+    commit: git(['rev-parse', '--short', 'HEAD']),
+    workingTreeChanges: git(['status', '--porcelain']).split('\n').filter(Boolean).length,
+    rateLimiting: 'off (RATE_LIMIT_PER_SECOND=0 in every API process)',
+    workerConcurrency: 16,
+  };
+}
+
+/** Lean reference pipeline of shared/reference/performance.md (A6, H3; other machine, Node 24 where given). */
+export const LEAN = {
+  runsPerSecond: 143,
+  cpuMsPerRun: 13.2,
+  slopeMs: 1.72,
+  listPerSecond: 1787,
+  pkRoutePerSecond: 6458,
+  firstTaskP50: 5.9,
+  firstTaskP99: 14.2,
+};
+
+/** Component floor of a run with S stages and T tasks per stage, from the baseline's unit costs. */
+export function floorMsPerRun(baseline: BaselineResult, stages: number, tasks: number): number {
+  const results = stages * tasks;
+  return (
+    (1 + 2 * results) * baseline.http.cpuMsPerOp.median +
+    (1 + stages + 2 * results) * baseline.insert.cpuMsPerOp.median +
+    (1 + stages) * baseline.job.cpuMsPerOp.median
+  );
+}
+
+export const floorSlopeMs = (baseline: BaselineResult): number =>
+  2 * baseline.http.cpuMsPerOp.median + 2 * baseline.insert.cpuMsPerOp.median;
+
+export function floorLatency(baseline: BaselineResult): { p50: number; p99: number } {
+  return {
+    p50: 3 * baseline.insert.p50Ms.median + baseline.job.p50Ms.median + baseline.http.p50Ms.median,
+    p99: 2 * baseline.insert.p99Ms.median + baseline.job.p99Ms.median + baseline.http.p99Ms.median,
+  };
+}
+
+export interface Verdict {
+  figure: string;
+  target: string;
+  measured: string;
+  met: boolean;
+  gap: string;
+}
+
+const atLeast = (figure: string, measured: number, target: number, unit: string, digits = 0): Verdict => ({
+  figure,
+  target: `≥ ${fmt(target, digits)} ${unit}`,
+  measured: `${fmt(measured, digits === 0 ? 0 : digits)} ${unit}`,
+  met: measured >= target,
+  gap: measured >= target ? '' : `${fmt((100 * (target - measured)) / target, 0)} % short (×${fmt(target / measured, 1)} needed)`,
+});
+
+const atMost = (figure: string, measured: number, target: number, unit: string, digits = 1): Verdict => ({
+  figure,
+  target: `≤ ${fmt(target, digits)} ${unit}`,
+  measured: `${fmt(measured, digits)} ${unit}`,
+  met: measured <= target,
+  gap: measured <= target ? '' : `${fmt((100 * (measured - target)) / target, 0)} % over (×${fmt(measured / target, 1)})`,
+});
+
+export function slopeOf(tasks: readonly PipelineResult[]): { a: number; b: number } | undefined {
+  if (tasks.length < 2) return undefined;
+  return fitLine(tasks.map((result) => ({ x: 2 * result.config.tasks, y: result.cpuMsPerRun.median })));
+}
+
+export function verdicts(results: Results): Verdict[] {
+  const out: Verdict[] = [];
+  const t3 = (results.h1 ?? []).filter((result) => result.config.tasks === 3 && result.config.workspaces === 1);
+  if (t3.length > 0) {
+    const fastest = t3.reduce((best, result) => (result.runsPerSecond.median > best.runsPerSecond.median ? result : best));
+    const cheapest = t3.reduce((best, result) => (result.cpuMsPerRun.median < best.cpuMsPerRun.median ? result : best));
+    out.push(
+      atLeast(
+        `H1 runs/s, 2×3 (best: ${fastest.config.workers} worker${fastest.config.workers > 1 ? 's' : ''})`,
+        fastest.runsPerSecond.median,
+        140,
+        'runs/s',
+      ),
+    );
+    out.push(
+      atMost(
+        `H1 CPU-ms per run, 2×3 (best: ${cheapest.config.workers} worker${cheapest.config.workers > 1 ? 's' : ''})`,
+        cheapest.cpuMsPerRun.median,
+        14,
+        'ms',
+      ),
+    );
+  }
+  if (results.h2) out.push(atMost('H2 p99 create → first task request at 20 runs/s', results.h2.firstTaskP99Ms.median, 15, 'ms'));
+  for (const read of results.h3 ?? []) {
+    if (read.key === 'tasks-20') out.push(atLeast('H3 GET /organizations/:org/tasks, page 20', read.perSecond.median, 2000, 'req/s'));
+    if (read.key === 'stages-20') out.push(atLeast('H3 GET /runs/:id/task-stages (show-type)', read.perSecond.median, 5000, 'req/s'));
+    if (read.key === 'result') out.push(atLeast('H3 GET /task-results/:id (show)', read.perSecond.median, 5000, 'req/s'));
+  }
+  const slope = slopeOf(results.h4?.tasks ?? []);
+  if (slope) out.push(atMost('H4 CPU-ms per extra task result (slope over T = 1, 3, 10)', slope.b, 1.5, 'ms', 2));
+  if (results.h4?.workspaces) {
+    const ratio = results.h4.workspaces.many.runsPerSecond.median / results.h4.workspaces.one.runsPerSecond.median;
+    out.push({ ...atLeast('H4 runs/s at 10,000 workspaces ÷ at 1', ratio, 0.9, '', 2), measured: fmt(ratio, 2) });
+  }
+  if (results.h4?.list) {
+    const ratio = results.h4.list.large.p99Ms.median / results.h4.list.small.p99Ms.median;
+    out.push({
+      ...atMost(
+        `H4 list p99 at ${results.h4.list.rows.large.toLocaleString('en-US')} rows ÷ at ${results.h4.list.rows.small.toLocaleString('en-US')}`,
+        ratio,
+        1.5,
+        '',
+        2,
+      ),
+      measured: fmt(ratio, 2),
+    });
+  }
+  return out;
+}
+
+const r = (range: Range, digits = 1): string => fmtRange(range, digits);
+
+function pipelineTable(results: readonly PipelineResult[], baseline: BaselineResult | undefined): string[] {
+  const lines = [
+    '| configuration | runs/s | CPU-ms per run | ÷ component floor (CPU) | runs/s ÷ lean 143 | ' +
+      ROLES.join(' | ') +
+      ' | Redis cmds/run | foreign CPU % |',
+    '|---|---|---|---|---|' + ROLES.map(() => '---:').join('|') + '|---:|---:|',
+  ];
+  for (const result of results) {
+    const floor = baseline ? floorMsPerRun(baseline, 2, result.config.tasks) : Number.NaN;
+    const foreign = result.samples.map((sample) => fmt(sample.foreignPercent, 0)).join(', ');
+    lines.push(
+      `| ${result.config.label} | ${r(result.runsPerSecond)} | ${r(result.cpuMsPerRun)} | ${fmt(result.cpuMsPerRun.median / floor, 1)}× (floor ${fmt(floor, 2)} ms) | ${fmt(result.runsPerSecond.median / LEAN.runsPerSecond, 2)} | ` +
+        ROLES.map((role) => fmt(result.cpuMsPerRunByRole[role], 2)).join(' | ') +
+        ` | ${fmt(result.redisCommandsPerRun, 0)} | ${foreign} |`,
+    );
+  }
+  return lines;
+}
+
+function readTable(results: readonly ReadResult[], baseline: BaselineResult | undefined): string[] {
+  const lines = [
+    '| request (50 clients, closed loop) | req/s | p50 ms | p99 ms | CPU-ms per request | total-count | ÷ HTTP pair ceiling | ÷ lean reference |',
+    '|---|---|---|---|---|---:|---:|---:|',
+  ];
+  for (const result of results) {
+    const lean = result.key.startsWith('tasks') ? LEAN.listPerSecond : LEAN.pkRoutePerSecond;
+    lines.push(
+      `| ${result.label} | ${r(result.perSecond, 0)} | ${r(result.p50Ms)} | ${r(result.p99Ms)} | ${r(result.cpuMsPerRequest, 3)} | ${result.totalCount ?? '–'} | ` +
+        `${baseline ? fmt(result.perSecond.median / baseline.http.perSecond.median, 3) : 'n/a'} | ${fmt(result.perSecond.median / lean, 2)} (of ${lean.toLocaleString('en-US')}) |`,
+    );
+  }
+  return lines;
+}
+
+export function markdown(results: Results): string {
+  const { meta, baseline } = results;
+  const out: string[] = [];
+  out.push(`# Benchmark results (${meta.mode}${meta.mode === 'quick' ? ': smoke run, figures not meaningful' : ''})`, '');
+  out.push(
+    `- Date: ${meta.date}; took ${Math.round(meta.durationSeconds / 60)} min (${meta.figures.join(', ')})`,
+    `- Machine: ${meta.machine.cpu}, ${meta.machine.cores} cores, ${meta.machine.memoryGiB} GiB, Linux ${meta.machine.kernel}; every process on these cores (API, workers, task server, load generator, PostgreSQL, Redis)`,
+    `- Versions: Node ${meta.versions.node}, PostgreSQL ${meta.versions.postgres}, Redis ${meta.versions.redis}, BullMQ ${meta.versions.bullmq}, MikroORM ${meta.versions.mikroOrm}, Koa ${meta.versions.koa}, undici ${meta.versions.undici}`,
+    `- Code: commit ${meta.commit}${meta.workingTreeChanges ? ` plus ${meta.workingTreeChanges} uncommitted changes in the working tree` : ''}`,
+    `- **Rate limiting: ${meta.rateLimiting}.** NODE_ENV=production, LOG_LEVEL=warn, WORKER_CONCURRENCY=${meta.workerConcurrency} (default), PostgreSQL and Redis as found (shared with other work on this machine)`,
+    '- Method: warm-up first; three samples per figure, median [min–max]; each sample ≤ 60 s; CPU-ms from /proc/<pid>/stat (utime+stime) of every process (PostgreSQL: the backends of the benchmark database plus the shared background processes; Redis: the whole server). "Foreign CPU" is the rest of the machine in the same window, % of one core (200 = both cores); a sample above 10 % is measured once more and the quieter one kept.',
+    '',
+  );
+  const verdictList = verdicts(results);
+  if (verdictList.length > 0) {
+    out.push('## Targets', '', '| figure | target | measured (median) | verdict |', '|---|---|---|---|');
+    for (const verdict of verdictList)
+      out.push(`| ${verdict.figure} | ${verdict.target} | ${verdict.measured} | ${verdict.met ? 'met' : `**missed**: ${verdict.gap}`} |`);
+    out.push('');
+  }
+  if (baseline) {
+    out.push('## Component baseline (measured in this run)', '');
+    out.push('| component | rate | CPU-ms per operation (client + server) | low-load latency p50 / p99 ms |', '|---|---|---|---|');
+    out.push(
+      `| one-row insert transaction (pg, 8 clients; latency at 1 client) | ${r(baseline.insert.perSecond, 0)} /s | ${r(baseline.insert.cpuMsPerOp, 3)} | ${r(baseline.insert.p50Ms, 2)} / ${r(baseline.insert.p99Ms, 2)} |`,
+    );
+    out.push(
+      `| BullMQ no-op job, add + process (16 adds in flight, worker concurrency 16; latency add → processor start, one at a time) | ${r(baseline.job.perSecond, 0)} /s | ${r(baseline.job.cpuMsPerOp, 3)} | ${r(baseline.job.p50Ms, 2)} / ${r(baseline.job.p99Ms, 2)} |`,
+    );
+    out.push(
+      `| undici request pair to the task server (signed 1.3 KB POST, HMAC checked, 200; 64 in flight; latency sequential) | ${r(baseline.http.perSecond, 0)} /s | ${r(baseline.http.cpuMsPerOp, 3)} | ${r(baseline.http.p50Ms, 2)} / ${r(baseline.http.p99Ms, 2)} |`,
+    );
+    out.push(
+      '',
+      'Component floor of a run with S stages × T tasks (the work any implementation must do): (1 + 2·S·T) request pairs + (1 + S + 2·S·T) one-row transactions + (1 + S) jobs of CPU. ' +
+        (baseline
+          ? `For 2 × 3 that is ${fmt(floorMsPerRun(baseline, 2, 3), 2)} CPU-ms, i.e. ${fmt(2000 / floorMsPerRun(baseline, 2, 3), 0)} runs/s on 2 cores.`
+          : ''),
+      '',
+    );
+  }
+  if (results.h1?.length) {
+    out.push(
+      '## H1: pipeline throughput (closed-loop burst from 20 creators; 2 stages × T mandatory tasks; CPU-ms per run by process)',
+      '',
+    );
+    out.push(...pipelineTable(results.h1, baseline), '');
+    if (baseline) {
+      const t3 = results.h1.find((result) => result.config.tasks === 3 && result.config.workers === 1);
+      if (t3)
+        out.push(
+          `Ratios for 2 × 3, 1 worker: runs/s ÷ component-floor runs/s = ${fmt(t3.runsPerSecond.median / (2000 / floorMsPerRun(baseline, 2, 3)), 3)}; runs/s ÷ lean reference (143, other machine) = ${fmt(t3.runsPerSecond.median / LEAN.runsPerSecond, 2)}; CPU-ms ÷ lean (13.2) = ${fmt(t3.cpuMsPerRun.median / LEAN.cpuMsPerRun, 1)}.`,
+          '',
+        );
+    }
+  }
+  if (results.h2) {
+    const h2 = results.h2;
+    const floor = baseline ? floorLatency(baseline) : undefined;
+    out.push(
+      `## H2: latency at a steady ${h2.rate} runs/s (open loop, ${h2.seconds} s per sample, from the scheduled send time; 2 × 3, 1 worker)`,
+      '',
+    );
+    out.push('| | first task request p50 ms | p99 ms | create → applied p50 ms | p99 ms |', '|---|---|---|---|---|');
+    out.push(
+      `| warm (3 samples) | ${r(h2.firstTaskP50Ms, 2)} | ${r(h2.firstTaskP99Ms, 2)} | ${r(h2.completeP50Ms)} | ${r(h2.completeP99Ms)} |`,
+    );
+    out.push(
+      `| cold: fresh processes, no warm-up (1 sample, ${h2.cold.runs} runs) | ${fmt(h2.cold.firstTaskP50Ms, 2)} | ${fmt(h2.cold.firstTaskP99Ms, 2)} | ${fmt(h2.cold.completeP50Ms, 1)} | ${fmt(h2.cold.completeP99Ms, 1)} |`,
+    );
+    out.push('');
+    if (floor) {
+      out.push(
+        `Component floor (3 one-row transactions + 1 job + 1 request pair at p50; 2 transactions + job + pair at p99): p50 ${fmt(floor.p50, 2)} ms, p99 ${fmt(floor.p99, 2)} ms. ` +
+          `floor ÷ project: p50 ${fmt(floor.p50 / h2.firstTaskP50Ms.median, 2)}, p99 ${fmt(floor.p99 / h2.firstTaskP99Ms.median, 2)}; lean reference ÷ project (5.9 / 14.2 ms, other machine): p50 ${fmt(LEAN.firstTaskP50 / h2.firstTaskP50Ms.median, 2)}, p99 ${fmt(LEAN.firstTaskP99 / h2.firstTaskP99Ms.median, 2)}.`,
+        '',
+      );
+    }
+  }
+  if (results.h3?.length) {
+    out.push('## H3: API reads (one organization token; random page 1–5 or random resource)', '');
+    out.push(...readTable(results.h3, baseline), '');
+  }
+  if (results.h4) {
+    out.push('## H4: how cost grows', '');
+    const slope = slopeOf(results.h4.tasks);
+    if (slope && baseline) {
+      const t3 = results.h4.tasks.find((result) => result.config.tasks === 3);
+      const cost = slope.b * 2;
+      out.push(
+        `- Tasks per run: CPU-ms per run = ${fmt(slope.a, 2)} + ${fmt(slope.b, 2)} × (S·T) over T = ${results.h4.tasks.map((result) => result.config.tasks).join(', ')} (S = 2). ` +
+          `Each extra task result costs ${fmt(slope.b, 2)} CPU-ms: ÷ component floor (${fmt(floorSlopeMs(baseline), 3)} ms) = ${fmt(slope.b / floorSlopeMs(baseline), 1)}×, ÷ lean 1.72 ms = ${fmt(slope.b / LEAN.slopeMs, 2)}. ` +
+          (t3
+            ? `One more task per stage (2 results) costs ${fmt(cost, 2)} ms per run, i.e. ${fmt(t3.runsPerSecond.median - 2000 / (t3.cpuMsPerRun.median + cost), 1)} runs/s less at T = 3 on 2 saturated cores.`
+            : ''),
+      );
+    }
+    if (results.h4.workspaces) {
+      const { one, many } = results.h4.workspaces;
+      out.push(
+        `- Workspaces (2 × 3, 1 worker): ${fmt(many.runsPerSecond.median, 1)} runs/s at ${many.config.workspaces.toLocaleString('en-US')} workspaces vs ${fmt(one.runsPerSecond.median, 1)} at 1 → ratio ${fmt(many.runsPerSecond.median / one.runsPerSecond.median, 2)}; CPU-ms per run ${fmt(many.cpuMsPerRun.median, 1)} vs ${fmt(one.cpuMsPerRun.median, 1)}.`,
+      );
+    }
+    if (results.h4.list) {
+      const list = results.h4.list;
+      out.push(
+        `- List growth, GET /organizations/:org/tasks page 20: p99 ${fmt(list.large.p99Ms.median, 1)} ms with ${list.rows.large.toLocaleString('en-US')} tasks in the organization vs ${fmt(list.small.p99Ms.median, 1)} ms with ${list.rows.small.toLocaleString('en-US')} → ratio ${fmt(list.large.p99Ms.median / list.small.p99Ms.median, 2)} (req/s ${fmt(list.large.perSecond.median, 0)} vs ${fmt(list.small.perSecond.median, 0)}). ` +
+          `The ${list.rows.small.toLocaleString('en-US')}-task organization while the table holds ${(list.rows.large + list.rows.small).toLocaleString('en-US')} rows: p99 ${fmt(list.smallInLargeTable.p99Ms.median, 1)} ms → ratio ${fmt(list.smallInLargeTable.p99Ms.median / list.small.p99Ms.median, 2)}.`,
+      );
+    }
+    out.push('');
+    if (results.h4.tasks.length || results.h4.workspaces) {
+      const rows = [
+        ...results.h4.tasks.filter((result) => !(results.h1 ?? []).includes(result)),
+        ...(results.h4.workspaces ? [results.h4.workspaces.many] : []),
+      ];
+      if (rows.length) out.push(...pipelineTable(rows, baseline), '');
+    }
+    if (results.h4.list) out.push(...readTable([results.h4.list.large, results.h4.list.smallInLargeTable], baseline), '');
+  }
+  out.push(
+    'Reproduce: `npm run bench` (everything, about 15 minutes) or `npm run bench:h1` … `bench:h4`, `bench:baseline`; add `-- --quick` for a smoke run of a few seconds per figure. Raw samples: the JSON file next to this one.',
+    '',
+  );
+  return out.join('\n');
+}
+
+export function writeResults(results: Results, name: string): { json: string; md: string } {
+  mkdirSync(RESULTS_DIR, { recursive: true });
+  const stamp = results.meta.date.replaceAll(':', '').replace(/\.\d+Z$/, 'Z');
+  const json = `${RESULTS_DIR}/${name}-${results.meta.mode}-${stamp}.json`;
+  writeFileSync(json, `${JSON.stringify(results, null, 1)}\n`);
+  const md = `${RESULTS_DIR}/${name === 'bench' ? 'latest' : `${name}-latest`}${results.meta.mode === 'quick' ? '-quick' : ''}.md`;
+  writeFileSync(md, markdown(results));
+  writeFileSync(md.replace(/\.md$/, '.json'), `${JSON.stringify(results, null, 1)}\n`);
+  return { json, md };
+}

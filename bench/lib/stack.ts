@@ -1,0 +1,261 @@
+import { Redis } from 'ioredis';
+import { spawnSync } from 'node:child_process';
+import { createServer } from 'node:net';
+import pg from 'pg';
+import { request } from 'undici';
+import { CpuMeter, processTicks } from './cpu.ts';
+import {
+  ADMIN_DATABASE_URL,
+  ADMIN_TOKEN,
+  DATABASE_NAME,
+  DATABASE_URL,
+  HMAC_KEY,
+  log,
+  newQueuePrefix,
+  QUEUE_PREFIX_ROOT,
+  REDIS_URL,
+  ROOT,
+  serviceEnv,
+  sleep,
+} from './env.ts';
+import { readyMessage, spawnNode, stopAll, whileAlive, type Managed } from './procs.ts';
+
+export const MEDIA_TYPE = 'application/vnd.api+json';
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** A fresh benchmark database: dropped, re-created and migrated with the project's own CLI. */
+export async function freshDatabase(): Promise<void> {
+  const admin = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
+  await admin.connect();
+  try {
+    await admin.query(`drop database if exists ${admin.escapeIdentifier(DATABASE_NAME)} with (force)`);
+  } finally {
+    await admin.end();
+  }
+  const migrate = spawnSync(process.execPath, ['services/api/src/cli.ts', 'migrate'], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env['PATH'] ?? '',
+      DATABASE_URL,
+      SECRET_KEY: serviceEnv({ port: 0, queuePrefix: 'x' })['SECRET_KEY'],
+      LOG_LEVEL: 'warn',
+    },
+    encoding: 'utf8',
+  });
+  if (migrate.status !== 0) throw new Error(`migrate failed: ${migrate.stdout}${migrate.stderr}`);
+}
+
+/** Deletes every key of the benchmark's queue prefixes (this run's or, with `all`, any left over). */
+export async function deleteQueueKeys(prefix: string | undefined): Promise<number> {
+  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 2 });
+  let deleted = 0;
+  try {
+    const pattern = prefix ? `${prefix}:*` : `${QUEUE_PREFIX_ROOT}-*`;
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length > 0) deleted += await redis.unlink(...keys);
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
+  return deleted;
+}
+
+export interface StackOptions {
+  workers: number;
+  profile?: boolean;
+  /** Start no worker and no task server (read benchmarks against seeded data). */
+  apiOnly?: boolean;
+  /** Start only the task server and the component client (bench/components.ts) instead of the service. */
+  componentsOnly?: boolean;
+  extraEnv?: Record<string, string>;
+}
+
+export interface ApiResponse {
+  status: number;
+  body: { data?: { id: string; attributes?: Record<string, unknown> } & Record<string, unknown> } & Record<string, unknown>;
+}
+
+/**
+ * Everything of one benchmark configuration on this machine: the lean task server, the API
+ * (`--role api`), worker processes, the load generator, plus a harness connection to PostgreSQL
+ * and Redis. `stop()` ends the processes it started (by pid) and deletes its queue's keys.
+ */
+export class Stack {
+  readonly processes: Managed[] = [];
+  readonly queuePrefix = newQueuePrefix();
+  apiPort = 0;
+  baseUrl = '';
+  taskServerUrl = '';
+  taskServer: Managed | undefined;
+  api: Managed | undefined;
+  loadgen!: Managed;
+  readonly workers: Managed[] = [];
+  db!: pg.Client;
+  redis!: Redis;
+  private postmasterPid = 0;
+  private redisPid: number | undefined;
+  private readonly options: StackOptions;
+
+  private constructor(options: StackOptions) {
+    this.options = options;
+  }
+
+  static async start(options: StackOptions): Promise<Stack> {
+    const stack = new Stack(options);
+    try {
+      await stack.boot();
+    } catch (error) {
+      await stack.stop();
+      throw error;
+    }
+    return stack;
+  }
+
+  private async boot(): Promise<void> {
+    this.db = new pg.Client({ connectionString: DATABASE_URL });
+    await this.db.connect();
+    const { rows } = await this.db.query<{ pid: number }>('select pg_backend_pid() as pid');
+    const backend = rows[0]?.pid ?? 0;
+    const stat = (await import('node:fs')).readFileSync(`/proc/${backend}/stat`, 'utf8');
+    this.postmasterPid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    this.redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 2 });
+    const info = await this.redis.info('server');
+    this.redisPid = Number(/process_id:(\d+)/.exec(info)?.[1]) || undefined;
+
+    this.apiPort = await freePort();
+    this.baseUrl = `http://127.0.0.1:${this.apiPort}`;
+    const env = serviceEnv({ port: this.apiPort, queuePrefix: this.queuePrefix, extra: this.options.extraEnv });
+    const profile = this.options.profile ?? false;
+
+    if (!this.options.apiOnly) {
+      this.taskServer = this.add(
+        spawnNode({
+          name: 'task-server',
+          role: 'task-server',
+          script: 'bench/task-server.ts',
+          env: { PATH: env['PATH'] ?? '', TASK_HMAC_KEY: HMAC_KEY },
+          ipc: true,
+          profile,
+        }),
+      );
+      const { port } = await readyMessage<{ ready: true; port: number }>(this.taskServer);
+      this.taskServerUrl = `http://127.0.0.1:${port}/`;
+    }
+    if (this.options.componentsOnly) {
+      this.loadgen = this.add(
+        spawnNode({ name: 'components', role: 'loadgen', script: 'bench/components.ts', env: { PATH: env['PATH'] ?? '' }, ipc: true }),
+      );
+      await readyMessage(this.loadgen);
+      return;
+    }
+    this.api = this.add(spawnNode({ name: 'api', role: 'api', script: 'services/api/src/main.ts', args: ['--role', 'api'], env, profile }));
+    await whileAlive(this.api, this.waitForApi());
+    for (let index = 0; index < (this.options.apiOnly ? 0 : this.options.workers); index += 1) {
+      const worker = this.add(
+        spawnNode({ name: `worker-${index + 1}`, role: 'worker', script: 'services/worker/src/main.ts', env, profile }),
+      );
+      this.workers.push(worker);
+    }
+    if (this.workers.length > 0) await whileAlive(this.workers[0] as Managed, this.waitForWorkers(this.workers.length));
+    this.loadgen = this.add(
+      spawnNode({ name: 'loadgen', role: 'loadgen', script: 'bench/loadgen.ts', env: { PATH: env['PATH'] ?? '' }, ipc: true }),
+    );
+    await readyMessage(this.loadgen);
+  }
+
+  private add(managed: Managed): Managed {
+    this.processes.push(managed);
+    return managed;
+  }
+
+  private async waitForApi(): Promise<void> {
+    const deadline = Date.now() + 60_000;
+    let last = 'no answer';
+    while (Date.now() < deadline) {
+      try {
+        const response = await request(`${this.baseUrl}/readyz`);
+        last = `${response.statusCode} ${await response.body.text()}`;
+        if (response.statusCode === 200) return;
+      } catch (error) {
+        last = String(error); // not listening yet
+      }
+      await sleep(100);
+    }
+    throw new Error(`the API did not become ready within 60 s (/readyz: ${last}):\n${this.api?.output.slice(-20).join('\n') ?? ''}`);
+  }
+
+  /** A worker is up once its outbox relay LISTENs (it starts after the BullMQ worker). */
+  private async waitForWorkers(count: number): Promise<void> {
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline) {
+      const { rows } = await this.db.query<{ n: string }>(
+        `select count(*) as n from pg_stat_activity where datname = $1 and query ilike 'listen %'`,
+        [DATABASE_NAME],
+      );
+      if (Number(rows[0]?.n) >= count) return;
+      await sleep(100);
+    }
+    throw new Error('the workers did not start within 60 s');
+  }
+
+  meter(): CpuMeter {
+    return new CpuMeter({
+      processes: () =>
+        this.processes.filter((managed) => managed.child.exitCode === null).map((managed) => ({ pid: managed.pid, role: managed.role })),
+      postmasterPid: this.postmasterPid,
+      databaseName: DATABASE_NAME,
+      redisPid: this.redisPid,
+    });
+  }
+
+  /** CPU ticks of the started processes now (for quick checks). */
+  ticks(): Record<string, number | undefined> {
+    return Object.fromEntries(this.processes.map((managed) => [managed.name, processTicks(managed.pid)]));
+  }
+
+  async redisCommands(): Promise<number> {
+    const info = await this.redis.info('stats');
+    return Number(/total_commands_processed:(\d+)/.exec(info)?.[1] ?? 0);
+  }
+
+  async call(method: string, path: string, token: string, body?: unknown): Promise<ApiResponse> {
+    const response = await request(`${this.baseUrl}/api/v2${path}`, {
+      method: method as 'GET',
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': MEDIA_TYPE }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.body.text();
+    return { status: response.statusCode, body: text ? (JSON.parse(text) as ApiResponse['body']) : {} };
+  }
+
+  async expect(method: string, path: string, token: string, body: unknown, status: number): Promise<ApiResponse> {
+    const response = await this.call(method, path, token, body);
+    if (response.status !== status) throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(response.body).slice(0, 500)}`);
+    return response;
+  }
+
+  async stop(): Promise<void> {
+    if (this.loadgen) await this.loadgen.call({ cmd: 'close' }, 5000).catch(() => undefined);
+    await stopAll(this.processes);
+    await this.db?.end().catch(() => undefined);
+    this.redis?.disconnect();
+    const deleted = await deleteQueueKeys(this.queuePrefix).catch(() => 0);
+    if (deleted > 0) log(`deleted ${deleted} Redis keys of ${this.queuePrefix}`);
+  }
+}
+
+export { ADMIN_TOKEN };

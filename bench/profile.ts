@@ -1,0 +1,116 @@
+/**
+ * `npm run bench:profile`: where the time of a run goes. Runs the H1 pipeline (2 stages × 3 tasks,
+ * one worker) with the API, worker and task server under --cpu-prof and with every SQL statement
+ * counted, then writes bench/results/profile-latest.md: statements per run by shape and process,
+ * and self time by package and function. Not part of `npm run bench` (profiling slows the processes).
+ */
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { summarise, type ProfileSummary } from './lib/cpuprofile.ts';
+import { log, parseOptions, RESULTS_DIR, sleep, TMP_DIR } from './lib/env.ts';
+import { burstSample, describeSample } from './lib/pipeline.ts';
+import { bulkTasks, seedPipelineOrg } from './lib/seed.ts';
+import { freshDatabase, Stack } from './lib/stack.ts';
+import { round } from './lib/stats.ts';
+
+const options = parseOptions();
+const reads = process.argv.find((arg) => arg.startsWith('--reads='))?.slice(8);
+const tasks = Number(process.argv.find((arg) => arg.startsWith('--tasks='))?.slice(8) ?? 3);
+const PROF_DIR = `${TMP_DIR}/prof`;
+
+async function dumpCounts(stack: Stack): Promise<void> {
+  for (const managed of stack.processes) if (managed.role === 'api' || managed.role === 'worker') managed.child.kill('SIGUSR2');
+  await sleep(500);
+}
+
+function readCounts(name: string): Record<string, number> {
+  const file = `${PROF_DIR}/${name}.queries.json`;
+  return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, number>) : {};
+}
+
+function table(summary: ProfileSummary, key: 'byPackage' | 'byFunction'): string {
+  return [
+    '| where | self ms | % of busy |',
+    '|---|---:|---:|',
+    ...summary[key].map((row) => `| \`${row.name.replaceAll('|', '\\|')}\` | ${round(row.ms, 0)} | ${round(row.percent, 1)} |`),
+  ].join('\n');
+}
+
+rmSync(PROF_DIR, { recursive: true, force: true });
+await freshDatabase();
+const stack = await Stack.start({ workers: 1, profile: true });
+const lines: string[] = [];
+try {
+  const org = await seedPipelineOrg(stack, `prof-${Date.now().toString(36)}`, tasks, 1);
+  if (reads) {
+    // One read endpoint under load instead of the pipeline: tasks | stages | result.
+    await bulkTasks(stack, org.id, 997, 'seeded');
+    await burstSample(stack, org, 100);
+    const runIds = (await stack.db.query<{ id: string }>('select id from runs')).rows.map((row) => row.id);
+    const resultIds = (await stack.db.query<{ id: string }>('select id from task_results')).rows.map((row) => row.id);
+    const paths =
+      reads === 'tasks'
+        ? [1, 2, 3, 4, 5].map((page) => `/api/v2/organizations/${org.name}/tasks?page%5Bsize%5D=20&page%5Bnumber%5D=${page}`)
+        : reads === 'stages'
+          ? runIds.map((id) => `/api/v2/runs/${id}/task-stages`)
+          : resultIds.map((id) => `/api/v2/task-results/${id}`);
+    await stack.loadgen.call({ cmd: 'get', baseUrl: stack.baseUrl, token: org.token, paths, concurrency: 50, seconds: 4 });
+    await dumpCounts(stack);
+    const result = await stack.loadgen.call<{ count: number; p99: number }>({
+      cmd: 'get',
+      baseUrl: stack.baseUrl,
+      token: org.token,
+      paths,
+      concurrency: 50,
+      seconds: 10,
+    });
+    await dumpCounts(stack);
+    const counts = readCounts('api');
+    lines.push(
+      `# Profile: GET ${reads} under 50 clients (${new Date().toISOString()})`,
+      '',
+      `${result.count} requests in 10 s, p99 ${round(result.p99, 1)} ms`,
+      '',
+    );
+    lines.push('| per request | statement |', '|---:|---|');
+    for (const [statement, count] of Object.entries(counts).slice(0, 20))
+      lines.push(`| ${round(count / result.count, 2)} | \`${statement.replaceAll('|', '\\|')}\` |`);
+    lines.push('');
+  } else {
+    const warm = await burstSample(stack, org, options.quick ? 40 : Math.round(900 / tasks));
+    log(`warm-up: ${describeSample(warm.sample)}`);
+    await dumpCounts(stack);
+    const runs = options.quick ? 60 : Math.round(600 / tasks);
+    const { sample } = await burstSample(stack, org, runs);
+    log(`profiled sample: ${describeSample(sample)}`);
+    await dumpCounts(stack);
+    lines.push(`# Profile: H1 pipeline, 2 stages × ${tasks} tasks, 1 worker (${new Date().toISOString()})`, '');
+    lines.push(
+      `Sample: ${describeSample(sample)}. Processes ran with --cpu-prof and the statement counter, so absolute figures are slower than the benchmark's.`,
+      '',
+    );
+    for (const name of ['api', 'worker-1']) {
+      const counts = readCounts(name);
+      const total = Object.values(counts).reduce((sum, count) => sum + count, 0);
+      lines.push(
+        `## SQL statements per run: ${name} (${round(total / sample.completed, 1)} per run)`,
+        '',
+        '| per run | statement |',
+        '|---:|---|',
+      );
+      for (const [statement, count] of Object.entries(counts).slice(0, 40)) {
+        lines.push(`| ${round(count / sample.completed, 2)} | \`${statement.replaceAll('|', '\\|')}\` |`);
+      }
+      lines.push('');
+    }
+  }
+} finally {
+  await stack.stop();
+}
+for (const file of readdirSync(PROF_DIR).filter((name) => name.endsWith('.cpuprofile'))) {
+  const summary = summarise(`${PROF_DIR}/${file}`, 30);
+  lines.push(`## CPU profile: ${file.split('.')[0]} (busy ${round(summary.totalMs, 0)} ms over the whole process life)`, '');
+  lines.push('By package:', '', table(summary, 'byPackage'), '', 'By function (self time):', '', table(summary, 'byFunction'), '');
+}
+const out = `${RESULTS_DIR}/profile-${reads ?? 'pipeline'}-latest.md`;
+writeFileSync(out, `${lines.join('\n')}\n`);
+log(`wrote ${out} (raw profiles in ${PROF_DIR})`);

@@ -1,0 +1,79 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { createConnection } from 'node:net';
+
+/**
+ * `npm test`: checks that PostgreSQL and Redis answer, runs Jest (ESM needs --experimental-vm-modules),
+ * and ends with one plain line, `N passed, N failed`, read from Jest's JSON report.
+ */
+const REPORT = 'test-results/jest.json';
+// Jest writes to a file of this run's own (two runs at once must not read each other's report), which
+// then becomes test-results/jest.json.
+const OWN_REPORT = `test-results/jest-${process.pid}.json`;
+
+function reachable(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host, port, timeout: 2000 });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+    socket.once('timeout', () => {
+      socket.destroy();
+      resolve(false);
+    });
+  });
+}
+
+const postgres = new URL(process.env['TEST_POSTGRES_URL'] ?? 'postgres://postgres@127.0.0.1:5432');
+const redis = new URL(process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379/0');
+const missing: string[] = [];
+if (!(await reachable(postgres.hostname, Number(postgres.port || 5432)))) {
+  missing.push(
+    `PostgreSQL at ${postgres.host} (start it: pg_ctlcluster --skip-systemctl-redirect 15 main start, or set TEST_POSTGRES_URL)`,
+  );
+}
+if (!(await reachable(redis.hostname, Number(redis.port || 6379)))) {
+  missing.push(`Redis at ${redis.host} (start it: redis-server --daemonize yes --bind 127.0.0.1 --port 6379, or set TEST_REDIS_URL)`);
+}
+// The dashboard's browser test drives Debian's Chromium (playwright-core downloads no browser). Checked only for
+// the whole suite, so `npm test -- <paths>` runs without it.
+if (process.argv.length <= 2 && !existsSync('/usr/bin/chromium')) {
+  missing.push('Chromium at /usr/bin/chromium (install it: apt-get install chromium)');
+}
+if (missing.length > 0) {
+  process.stderr.write(`Tests need running services and a browser; cannot find ${missing.join(' and ')}.\n`);
+  process.exit(1);
+}
+
+mkdirSync('test-results', { recursive: true });
+rmSync(OWN_REPORT, { force: true });
+const jest = spawnSync(
+  process.execPath,
+  ['node_modules/jest/bin/jest.js', '--json', `--outputFile=${OWN_REPORT}`, ...process.argv.slice(2)],
+  {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: {
+      ...process.env,
+      NODE_OPTIONS: `${process.env['NODE_OPTIONS'] ?? ''} --experimental-vm-modules --no-warnings=ExperimentalWarning`.trim(),
+    },
+  },
+);
+
+let summary: string;
+try {
+  const report = JSON.parse(readFileSync(OWN_REPORT, 'utf8')) as {
+    numPassedTests: number;
+    numFailedTests: number;
+    numPendingTests: number;
+    numRuntimeErrorTestSuites: number;
+  };
+  const failed = report.numFailedTests + report.numRuntimeErrorTestSuites;
+  summary = `${report.numPassedTests} passed, ${failed} failed${report.numPendingTests ? `, ${report.numPendingTests} skipped` : ''}`;
+  renameSync(OWN_REPORT, REPORT);
+} catch {
+  summary = '0 passed, 1 failed';
+}
+process.stdout.write(`${summary}\n`);
+process.exit(jest.status ?? 1);

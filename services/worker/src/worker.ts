@@ -5,6 +5,7 @@ import {
   QUEUES,
   randomAlphanumeric,
   taskDispatchJobId,
+  whenAllReady,
   workerConnection,
   Metrics,
   type Config,
@@ -49,12 +50,15 @@ interface JobData {
 /** Jobs are wake-up signals: a failed one is retried a few times, and the sweeper re-drives anything lost. */
 const JOB_OPTIONS = { ...JOB_RETENTION, attempts: 5, backoff: { type: 'exponential', delay: 500 } } as const;
 
+/** Longer than ioredis' longest wait between reconnection attempts (2 s by default). */
+const RECONNECT_WAIT_MS = 3_000;
+
 const advanceJobId = (runId: string): string => `run-advance.${runId}.${Date.now()}${randomAlphanumeric(6)}`;
 
 export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
   const connections: Redis[] = [];
   const connection = (): Redis => {
-    const client = workerConnection(deps.config.redisUrl);
+    const client = workerConnection(deps.config.redisUrl, (copy) => connections.push(copy));
     client.on('error', (error) => deps.logger.warn({ err: error }, 'redis connection error'));
     connections.push(client);
     return client;
@@ -190,8 +194,12 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     metrics,
     async close() {
       await relay.stop();
-      // A graceful close needs Redis to finish active jobs; with Redis unreachable it never returns.
-      await worker.close(workerClient.status !== 'ready');
+      // A graceful close waits for the active jobs and for BullMQ's blocking connection to end. A
+      // connection between two reconnection attempts never ends (ioredis emits no 'end' then), so it
+      // would never return: wait a little for every connection to be back (ioredis retries at least
+      // every 2 s); with Redis still away, close at once and the active jobs come back as stalled elsewhere.
+      const connected = await whenAllReady(connections, RECONNECT_WAIT_MS);
+      await worker.close(!connected);
       await queue.close();
       for (const client of connections) client.disconnect();
       if (!deps.taskClient) await taskClient.close();

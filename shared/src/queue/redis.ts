@@ -18,7 +18,40 @@ export async function pingRedis(url: string, timeoutMs = 3000): Promise<void> {
   }
 }
 
-/** Connections for BullMQ workers must retry forever (BullMQ's production guide). */
-export function workerConnection(url: string): Redis {
-  return new Redis(url, { maxRetriesPerRequest: null });
+/**
+ * Connections for BullMQ workers must retry forever (BullMQ's production guide). `onDuplicate` sees the
+ * connections BullMQ derives from this one (a worker's blocking connection), which the caller would
+ * otherwise never get to look at.
+ */
+export function workerConnection(url: string, onDuplicate?: (client: Redis) => void): Redis {
+  const client = new Redis(url, { maxRetriesPerRequest: null });
+  if (onDuplicate) {
+    const duplicate = client.duplicate.bind(client);
+    client.duplicate = (override) => {
+      const copy = duplicate(override);
+      onDuplicate(copy);
+      return copy;
+    };
+  }
+  return client;
+}
+
+/** Resolves true once every client is connected, or false when `timeoutMs` passes first. */
+export async function whenAllReady(clients: readonly Redis[], timeoutMs: number): Promise<boolean> {
+  const waiting = clients.filter((client) => client.status !== 'ready');
+  if (waiting.length === 0) return true;
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), timeoutMs);
+  });
+  const ready = Promise.all(
+    waiting.map(
+      (client) => new Promise<void>((resolve) => (client.status === 'ready' ? resolve() : client.once('ready', () => resolve()))),
+    ),
+  ).then(() => true as const);
+  try {
+    return await Promise.race([ready, timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

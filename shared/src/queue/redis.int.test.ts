@@ -1,0 +1,58 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { Redis } from 'ioredis';
+import { eventually } from '../../../test/support/fixtures.ts';
+import { freePort, PrivateRedis } from '../../../test/support/processes.ts';
+import { whenAllReady, workerConnection } from './redis.ts';
+
+/**
+ * The worker's connections on a private redis-server that is stopped and started: what its graceful
+ * close relies on to tell whether every connection, BullMQ's duplicates included, is back.
+ */
+describe('worker connections', () => {
+  let redis: PrivateRedis;
+  const clients: Redis[] = [];
+
+  beforeAll(async () => {
+    redis = new PrivateRedis(await freePort());
+    await redis.start();
+  });
+
+  afterAll(async () => {
+    await Promise.all(clients.map((client) => client.quit().catch(() => client.disconnect())));
+    await redis?.stop();
+  });
+
+  function connect(onDuplicate?: (client: Redis) => void): Redis {
+    const client = workerConnection(redis.url, onDuplicate);
+    client.on('error', () => undefined);
+    clients.push(client);
+    return client;
+  }
+
+  it('report every duplicate made of them, with the options of the original', async () => {
+    const seen: Redis[] = [];
+    const client = connect((copy) => seen.push(copy));
+    const copy = client.duplicate({ connectionName: 'blocking' });
+    copy.on('error', () => undefined);
+    clients.push(copy);
+    expect(seen).toEqual([copy]);
+    expect(copy.options.maxRetriesPerRequest).toBeNull();
+    expect(copy.options.connectionName).toBe('blocking');
+    expect(await whenAllReady([client, copy], 5_000)).toBe(true);
+  });
+
+  it('whenAllReady: false while Redis is away (after the timeout), true once every client is back', async () => {
+    const first = connect();
+    const second = connect();
+    expect(await whenAllReady([first, second], 5_000)).toBe(true);
+
+    await redis.stop();
+    await eventually(async () => (first.status !== 'ready' && second.status !== 'ready' ? true : undefined));
+    expect(await whenAllReady([first, second], 300)).toBe(false);
+
+    const back = whenAllReady([first, second], 10_000);
+    await redis.start();
+    expect(await back).toBe(true);
+    expect([first.status, second.status]).toEqual(['ready', 'ready']);
+  }, 30_000);
+});

@@ -19,6 +19,7 @@ export * from './queue/redis.ts';
 export * from './outbound/destination-guard.ts';
 export * from './outbound/signing.ts';
 export * from './outbound/task-client.ts';
+export * from './outbound/retry-after.ts';
 export * from './outbound/payload.ts';
 export * from './domain/lifecycle.ts';
 export * from './db/outbox.ts';

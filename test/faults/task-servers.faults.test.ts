@@ -401,6 +401,16 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
       faultsInjected += attempts.filter((attempt) => attempt.http_status !== 200).length;
       observed[testCase.name] = `${attempts.length} attempts → ${result.status}`;
     }
+    // Retry-After (1 s) slows the retries down, within [base, 2·base] of the schedule: each retry of
+    // the 503/429 cases comes at least 2 × 0.2 s after the answer that asked for it.
+    const retryGaps = (name: string): number[] => {
+      const deliveries = started.find(({ testCase }) => testCase.name === name)?.server.deliveries ?? [];
+      return deliveries.slice(1).map((delivery, index) => delivery.receivedAt - (deliveries[index]?.receivedAt ?? 0));
+    };
+    const honouredGaps = [...retryGaps('503-retry-after-twice-then-200'), ...retryGaps('429-then-200')];
+    expect(honouredGaps).toHaveLength(3);
+    for (const gap of honouredGaps) expect(gap).toBeGreaterThanOrEqual(2 * (RETRY_DELAYS_SECONDS[0] ?? 0) * 1000);
+
     const refused = await runSettles(refusedRun);
     const refusedResult = await onlyResult(refusedRun);
     const refusedAttempts = await attemptsOf(refusedResult.id);
@@ -416,7 +426,8 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
       faultsInjected,
       attemptCap: ATTEMPT_CAP,
       retryDelaysSeconds: RETRY_DELAYS_SECONDS.join(','),
-      retryAfterHonoured: false,
+      retryAfterHonoured: true,
+      retryAfterGapsMs: honouredGaps.join(','),
       outcomes: observed,
       invariantViolations: await invariantsHold([...started.map(({ runId }) => runId), refusedRun]),
       durationMs: Date.now() - scenarioStart,

@@ -116,6 +116,29 @@ describe('createTaskClient.post (undici MockAgent)', () => {
     expect(agent.pendingInterceptors().map((interceptor) => interceptor.path)).toEqual(['/elsewhere']);
   });
 
+  it('reports what Retry-After asked for on an answer that is not 200, and nothing on a 200 or without the header', async () => {
+    const agent = mockAgent();
+    const pool = agent.get(ORIGIN);
+    pool.intercept({ path: '/busy', method: 'POST' }).reply(503, 'busy', { headers: { 'retry-after': '7' } });
+    pool.intercept({ path: '/throttled', method: 'POST' }).reply(429, '', { headers: { 'retry-after': 'Fri, 01 Jan 2100 00:00:00 GMT' } });
+    pool.intercept({ path: '/odd', method: 'POST' }).reply(503, '', { headers: { 'retry-after': 'later' } });
+    pool.intercept({ path: '/plain', method: 'POST' }).reply(500, '');
+    pool.intercept({ path: '/ok', method: 'POST' }).reply(200, '', { headers: { 'retry-after': '7' } });
+    const client = clientWith({ allowlist: [], dispatcher: agent });
+
+    expect(await client.post(`${ORIGIN}/busy`, BODY, null)).toMatchObject({ kind: 'response', status: 503, retryAfterMs: 7_000 });
+    const throttled = await client.post(`${ORIGIN}/throttled`, BODY, null);
+    expect(throttled.kind === 'response' && throttled.retryAfterMs).toBeGreaterThan(365 * 24 * 3600 * 1000);
+    for (const path of ['/odd', '/plain', '/ok']) {
+      const outcome = await client.post(`${ORIGIN}${path}`, BODY, null);
+      expect({ path, kind: outcome.kind, hasRetryAfter: 'retryAfterMs' in outcome }).toEqual({
+        path,
+        kind: 'response',
+        hasRetryAfter: false,
+      });
+    }
+  });
+
   it('caps the response body excerpt at RESPONSE_BODY_LIMIT bytes', async () => {
     const agent = mockAgent();
     agent

@@ -1,5 +1,6 @@
 import { Agent, request, type Dispatcher } from 'undici';
 import { createDestinationGuard, literalAddress, type DestinationGuard } from './destination-guard.ts';
+import { parseRetryAfter } from './retry-after.ts';
 import { taskSignature } from './signing.ts';
 
 export const USER_AGENT = 'runtasks/0.1 (+https://github.com/runtasks; TFC-compatible)';
@@ -7,7 +8,14 @@ export const RESPONSE_BODY_LIMIT = 64 * 1024;
 
 /** How one POST to a task server ended. Only a 200 response acknowledges. */
 export type DeliveryOutcome =
-  | { kind: 'response'; status: number; bodyExcerpt: string; durationMs: number }
+  | {
+      kind: 'response';
+      status: number;
+      bodyExcerpt: string;
+      durationMs: number;
+      /** What a `Retry-After` header asked for (ms), on an answer that is not 200. */
+      retryAfterMs?: number;
+    }
   | { kind: 'error'; errorKind: DeliveryErrorKind; message: string; durationMs: number };
 
 export type DeliveryErrorKind = 'blocked' | 'dns' | 'refused' | 'timeout' | 'tls' | 'reset' | 'invalid_url' | 'other';
@@ -99,7 +107,14 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
         },
       });
       const bodyExcerpt = await readCapped(response.body, RESPONSE_BODY_LIMIT);
-      return { kind: 'response', status: response.statusCode, bodyExcerpt, durationMs: elapsed() };
+      const retryAfterMs = response.statusCode === 200 ? undefined : parseRetryAfter(response.headers['retry-after'], Date.now());
+      return {
+        kind: 'response',
+        status: response.statusCode,
+        bodyExcerpt,
+        durationMs: elapsed(),
+        ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+      };
     } catch (error) {
       return { kind: 'error', errorKind: classify(error), message: (error as Error).message, durationMs: elapsed() };
     }

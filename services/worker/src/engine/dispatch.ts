@@ -5,6 +5,7 @@ import {
   describeOutcome,
   encodePayload,
   generateToken,
+  retryDelayMs,
   type DeliveryErrorKind,
   type DeliveryOutcome,
   type SecretBox,
@@ -121,7 +122,9 @@ export async function dispatchResult(em: EntityManager, deps: DispatchDeps, resu
     return { kind: 'acknowledged' };
   }
   await recordAttempt(em, resultId, attempt, startedAt, outcome);
-  const delayMs = deps.retryDelaysMs[attempt - 1];
+  const scheduledMs = deps.retryDelaysMs[attempt - 1];
+  const delayMs =
+    scheduledMs === undefined ? undefined : retryDelayMs(scheduledMs, outcome.kind === 'response' ? outcome.retryAfterMs : undefined);
   const permanent = outcome.kind === 'error' && PERMANENT.has(outcome.errorKind);
   const deadline = row.progress_deadline ? new Date(row.progress_deadline).getTime() : Number.POSITIVE_INFINITY;
   if (!permanent && delayMs !== undefined && Date.now() + delayMs < deadline) {

@@ -140,13 +140,17 @@ describe('crash tests: nothing is lost when processes and backing services die',
     /** Jobs earlier victims left active: not counted again. */
     const orphaned = new Set<string>();
 
-    /** SIGKILL the oldest live worker, start a replacement, and name the jobs the victim left active. */
-    async function killOne(phase: 'materialize' | 'dispatch'): Promise<void> {
+    /**
+     * SIGKILL the oldest live worker, run `afterKill`, start a replacement, and name the jobs the victim
+     * left active.
+     */
+    async function killOne(phase: 'materialize' | 'dispatch', afterKill?: () => Promise<void>): Promise<void> {
       const [victim] = fleet.live();
       if (!victim) throw new Error('no live worker to kill');
       const activeBefore = (await redis.lrange(activeKey, 0, -1)).filter((job) => !orphaned.has(job));
       const inFlight = inFlightPosts(servers);
       await fleet.kill9(victim);
+      await afterKill?.();
       const replacement = fleet.start();
       await replacement.started;
       // The survivors finished their own jobs long ago (≤ 300 ms each); the victim's stay active until BullMQ's stall check.
@@ -162,17 +166,39 @@ describe('crash tests: nothing is lost when processes and backing services die',
       kills.push({ phase, victim: victim.name, inFlightPosts: inFlight, orphanedJobs });
     }
 
-    const moved = async (ids: readonly string[]): Promise<number> => {
-      if (ids.length === 0) return 0;
-      const [row] = await h.orm.em
-        .fork()
-        .execute<{ n: string | number }[]>(
-          `select count(*) as n from runs where status <> 'pending' and id in (${ids.map(() => '?').join(', ')})`,
-          [...ids],
-        );
-      return Number(row?.n ?? 0);
+    const activeRunCreated = async (): Promise<number> =>
+      (await redis.lrange(activeKey, 0, -1)).filter((job) => !orphaned.has(job) && job.startsWith('run-created.')).length;
+    const queue = new Queue(QUEUES.runs, { connection: redis, prefix: h.config.queuePrefix });
+    onCleanup(() => queue.close(), 'queue');
+    /**
+     * Makes the burst's materializations wait, mid-transaction, in both workers: the queue is paused
+     * while the runs are created, their rows are locked, and then the queue resumes. Each run-created
+     * job then stays active on its run's lock until `release`, so a kill is sure to catch some of the
+     * victim's.
+     */
+    const holdMaterialization = async (create: () => Promise<string[]>): Promise<() => Promise<void>> => {
+      await queue.pause();
+      const client = new pg.Client({ connectionString: h.config.databaseUrl });
+      let released = false;
+      const release = async (): Promise<void> => {
+        if (released) return;
+        released = true;
+        await queue.resume();
+        await client.query('commit').catch(() => undefined);
+        await client.end();
+      };
+      try {
+        await client.connect();
+        const ids = await create();
+        await client.query('begin');
+        await client.query('select id from runs where id = any($1) for update', [ids]);
+        await queue.resume();
+        return release;
+      } catch (error) {
+        await release();
+        throw error;
+      }
     };
-
     const BURSTS = 7;
     const PER_BURST = 30;
     for (let burst = 0; burst < BURSTS; burst += 1) {
@@ -182,11 +208,20 @@ describe('crash tests: nothing is lost when processes and backing services die',
       // To catch run-created jobs rather than deliveries, let the previous burst's POSTs drain first.
       if (target === 'materialize') await eventually(async () => (inFlightPosts(servers) === 0 ? true : undefined), 30_000, 20);
       const ids: string[] = [];
-      const creating = createRuns(h, fixture, PER_BURST, 10, ids);
-      creating.catch(() => undefined);
-      if (target === 'materialize') await eventually(async () => ((await moved(ids)) > 0 ? true : undefined), 20_000, 5);
-      if (target === 'dispatch') await eventually(async () => (inFlightPosts(servers) >= 6 ? true : undefined), 20_000, 5);
-      if (target) await killOne(target);
+      const creating = target === 'materialize' ? undefined : createRuns(h, fixture, PER_BURST, 10, ids);
+      creating?.catch(() => undefined);
+      const release =
+        target === 'materialize'
+          ? await holdMaterialization(async () => (await createRuns(h, fixture, PER_BURST, 10, ids), ids))
+          : undefined;
+      try {
+        // More than one worker's concurrency (16) is active: both workers hold some.
+        if (target === 'materialize') await eventually(async () => ((await activeRunCreated()) > 16 ? true : undefined), 20_000, 5);
+        if (target === 'dispatch') await eventually(async () => (inFlightPosts(servers) >= 6 ? true : undefined), 20_000, 5);
+        if (target) await killOne(target, release);
+      } finally {
+        await release?.();
+      }
       await creating;
       runIds.push(...ids);
     }

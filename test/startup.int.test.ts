@@ -104,6 +104,55 @@ describe('npm start (API and worker in one process)', () => {
     expect(await started.exited).toBe(0);
   }, 60_000);
 
+  it('keeps to DATABASE_POOL_SIZE connections for requests, however many arrive at once', async () => {
+    const port = await freePort();
+    const adminToken = `pool_${randomAlphanumeric(24)}`;
+    const started = start({
+      DATABASE_URL: databaseUrl(databaseName),
+      DATABASE_POOL_SIZE: '2',
+      RATE_LIMIT_PER_SECOND: '0',
+      PORT: String(port),
+      ADMIN_TOKEN: adminToken,
+      QUEUE_PREFIX: `test-${randomAlphanumeric(8)}`,
+    });
+    try {
+      await eventually(
+        () =>
+          fetch(`http://127.0.0.1:${port}/api/v2/ping`)
+            .then((res) => res.status)
+            .catch(() => undefined),
+        20_000,
+      );
+      const backends = (): Promise<number> =>
+        withAdminClient(async (client) => {
+          const { rows } = await client.query<{ n: string }>('select count(*) as n from pg_stat_activity where datname = $1', [
+            databaseName,
+          ]);
+          return Number(rows[0]?.n ?? 0);
+        });
+      let most = await backends();
+      let answered = 0;
+      const requests = Promise.all(
+        Array.from({ length: 40 }, () =>
+          fetch(`http://127.0.0.1:${port}/api/v2/organizations`, { headers: { Authorization: `Bearer ${adminToken}` } }).then((res) => {
+            if (res.status === 200) answered += 1;
+          }),
+        ),
+      );
+      let done = false;
+      void requests.finally(() => (done = true));
+      while (!done) most = Math.max(most, await backends());
+      await requests;
+      most = Math.max(most, await backends());
+      expect(answered).toBe(40);
+      // The pool's two, and the outbox relay's LISTEN connection.
+      expect(most).toBeLessThanOrEqual(3);
+    } finally {
+      started.child.kill('SIGTERM');
+      expect(await started.exited).toBe(0);
+    }
+  }, 60_000);
+
   it.each([
     ['DATABASE_URL', { DATABASE_URL: `${SERVER_URL.replace(/:\d+$/, ':1')}/runtasks` }],
     ['REDIS_URL', { DATABASE_URL: databaseUrl(databaseName), REDIS_URL: 'redis://127.0.0.1:1/0' }],

@@ -19,6 +19,7 @@ describe('loadConfig defaults (DESIGN §4a)', () => {
   it.each([
     ['nodeEnv', 'development'],
     ['databaseUrl', 'postgres://postgres@127.0.0.1:5432/runtasks'],
+    ['databasePoolSize', 10],
     ['redisUrl', 'redis://127.0.0.1:6379/0'],
     ['host', '127.0.0.1'],
     ['port', 3000],
@@ -50,6 +51,7 @@ describe('loadConfig defaults (DESIGN §4a)', () => {
     expect(Object.keys(config).sort()).toEqual(
       [
         'adminToken',
+        'databasePoolSize',
         'databaseUrl',
         'host',
         'logLevel',
@@ -93,6 +95,8 @@ describe('loadConfig values', () => {
     [{ NODE_ENV: 'test' }, 'nodeEnv', 'test'],
     [{ DATABASE_URL: 'postgresql://u:p@db.internal:5433/rt' }, 'databaseUrl', 'postgresql://u:p@db.internal:5433/rt'],
     [{ DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/other' }, 'databaseUrl', 'postgres://postgres@127.0.0.1:5432/other'],
+    [{ DATABASE_POOL_SIZE: '40' }, 'databasePoolSize', 40],
+    [{ DATABASE_POOL_SIZE: '1' }, 'databasePoolSize', 1],
     [{ REDIS_URL: 'rediss://cache.internal:6380/2' }, 'redisUrl', 'rediss://cache.internal:6380/2'],
     [{ HOST: '0.0.0.0' }, 'host', '0.0.0.0'],
     [{ PORT: '0' }, 'port', 0],
@@ -132,6 +136,7 @@ describe('loadConfig: empty strings count as unset', () => {
   it.each([
     ['NODE_ENV', 'nodeEnv', 'development'],
     ['DATABASE_URL', 'databaseUrl', 'postgres://postgres@127.0.0.1:5432/runtasks'],
+    ['DATABASE_POOL_SIZE', 'databasePoolSize', 10],
     ['REDIS_URL', 'redisUrl', 'redis://127.0.0.1:6379/0'],
     ['HOST', 'host', '127.0.0.1'],
     ['PORT', 'port', 3000],
@@ -160,6 +165,9 @@ describe('loadConfig: invalid values throw a ConfigError naming the variable', (
     ['DATABASE_URL', 'not a url'],
     ['DATABASE_URL', 'mysql://root@127.0.0.1/runtasks'],
     ['DATABASE_URL', 'redis://127.0.0.1:6379/0'],
+    ['DATABASE_POOL_SIZE', '0'],
+    ['DATABASE_POOL_SIZE', '2.5'],
+    ['DATABASE_POOL_SIZE', 'many'],
     ['REDIS_URL', 'http://127.0.0.1:6379'],
     ['REDIS_URL', 'postgres://postgres@127.0.0.1:5432/runtasks'],
     ['PORT', 'abc'],

@@ -10,6 +10,8 @@ export const ConfigSchema = z
   .object({
     NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
     DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/ }).default('postgres://postgres@127.0.0.1:5432/runtasks'),
+    // Connections of one process (API or worker) to PostgreSQL; keep the sum over processes under max_connections.
+    DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(1000).default(10),
     REDIS_URL: z.url({ protocol: /^rediss?$/ }).default('redis://127.0.0.1:6379/0'),
     HOST: z.string().min(1).default('127.0.0.1'),
     PORT: z.coerce.number().int().min(0).max(65535).default(3000),
@@ -43,6 +45,7 @@ export const ConfigSchema = z
   .transform((env) => ({
     nodeEnv: env.NODE_ENV,
     databaseUrl: env.DATABASE_URL,
+    databasePoolSize: env.DATABASE_POOL_SIZE,
     redisUrl: env.REDIS_URL,
     host: env.HOST,
     port: env.PORT,

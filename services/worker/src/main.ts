@@ -20,7 +20,7 @@ async function main(): Promise<void> {
   const logger = createLogger(config.logLevel, 'runtasks-worker');
   let orm;
   try {
-    orm = await openOrm(config.databaseUrl);
+    orm = await openOrm(config.databaseUrl, config.databasePoolSize);
     await orm.em.getConnection().execute('select 1');
   } catch (error) {
     throw new Error(postgresUnreachableMessage(error, config.databaseUrl) ?? String(error), { cause: error });

@@ -2,6 +2,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import {
   createTaskClient,
   JOBS,
+  MAX_RECONNECT_DELAY_MS,
   QUEUES,
   randomAlphanumeric,
   taskDispatchJobId,
@@ -50,8 +51,8 @@ interface JobData {
 /** Jobs are wake-up signals: a failed one is retried a few times, and the sweeper re-drives anything lost. */
 const JOB_OPTIONS = { ...JOB_RETENTION, attempts: 5, backoff: { type: 'exponential', delay: 500 } } as const;
 
-/** Longer than ioredis' longest wait between reconnection attempts (2 s by default). */
-const RECONNECT_WAIT_MS = 3_000;
+/** Longer than a worker connection's longest wait between reconnection attempts. */
+const RECONNECT_WAIT_MS = MAX_RECONNECT_DELAY_MS + 1_000;
 
 const advanceJobId = (runId: string): string => `run-advance.${runId}.${Date.now()}${randomAlphanumeric(6)}`;
 
@@ -196,8 +197,8 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
       await relay.stop();
       // A graceful close waits for the active jobs and for BullMQ's blocking connection to end. A
       // connection between two reconnection attempts never ends (ioredis emits no 'end' then), so it
-      // would never return: wait a little for every connection to be back (ioredis retries at least
-      // every 2 s); with Redis still away, close at once and the active jobs come back as stalled elsewhere.
+      // would never return: wait a little for every connection to be back (each retries at least every
+      // MAX_RECONNECT_DELAY_MS); with Redis still away, close at once and the active jobs come back as stalled elsewhere.
       const connected = await whenAllReady(connections, RECONNECT_WAIT_MS);
       await worker.close(!connected);
       await queue.close();

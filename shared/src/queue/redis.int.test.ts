@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Redis } from 'ioredis';
 import { eventually } from '../../../test/support/fixtures.ts';
 import { freePort, PrivateRedis } from '../../../test/support/processes.ts';
-import { whenAllReady, workerConnection } from './redis.ts';
+import { reconnectDelayMs, whenAllReady, workerConnection } from './redis.ts';
 
 /**
  * The worker's connections on a private redis-server that is stopped and started: what its graceful
@@ -55,4 +55,35 @@ describe('worker connections', () => {
     expect(await back).toBe(true);
     expect([first.status, second.status]).toEqual(['ready', 'ready']);
   }, 30_000);
+});
+
+describe('reconnectDelayMs', () => {
+  it.each([
+    [1, 45, 50],
+    [2, 90, 100],
+    [5, 720, 800],
+    [6, 1_440, 1_600],
+    [7, 1_800, 2_000],
+    [50, 1_800, 2_000],
+  ])('attempt %d waits between %d and %d ms', (attempt, low, high) => {
+    for (let sample = 0; sample < 50; sample += 1) {
+      const delay = reconnectDelayMs(attempt);
+      expect(delay).toBeGreaterThanOrEqual(low);
+      expect(delay).toBeLessThanOrEqual(high);
+    }
+  });
+
+  it('worker connections and their duplicates use it', () => {
+    const client = workerConnection('redis://127.0.0.1:1/0');
+    client.on('error', () => undefined);
+    const copy = client.duplicate();
+    copy.on('error', () => undefined);
+    try {
+      expect(client.options.retryStrategy).toBe(reconnectDelayMs);
+      expect(copy.options.retryStrategy).toBe(reconnectDelayMs);
+    } finally {
+      client.disconnect();
+      copy.disconnect();
+    }
+  });
 });

@@ -18,13 +18,22 @@ export async function pingRedis(url: string, timeoutMs = 3000): Promise<void> {
   }
 }
 
+/** Longest wait between two reconnection attempts of a worker connection (ioredis' own default waits up to 5.2 s). */
+export const MAX_RECONNECT_DELAY_MS = 2_000;
+
+/** Doubling from 50 ms, at most MAX_RECONNECT_DELAY_MS, with up to 10 % jitter so a fleet does not reconnect in step. */
+export function reconnectDelayMs(attempt: number): number {
+  const base = Math.min(50 * 2 ** Math.max(0, attempt - 1), MAX_RECONNECT_DELAY_MS);
+  return Math.round(base * (0.9 + Math.random() * 0.1));
+}
+
 /**
  * Connections for BullMQ workers must retry forever (BullMQ's production guide). `onDuplicate` sees the
  * connections BullMQ derives from this one (a worker's blocking connection), which the caller would
  * otherwise never get to look at.
  */
 export function workerConnection(url: string, onDuplicate?: (client: Redis) => void): Redis {
-  const client = new Redis(url, { maxRetriesPerRequest: null });
+  const client = new Redis(url, { maxRetriesPerRequest: null, retryStrategy: reconnectDelayMs });
   if (onDuplicate) {
     const duplicate = client.duplicate.bind(client);
     client.duplicate = (override) => {

@@ -17,6 +17,17 @@ function freePort(): Promise<number> {
   });
 }
 
+/** The status of GET /api/v2/ping once the API answers at all (within 20 s). */
+function pingStatus(port: number): Promise<number> {
+  return eventually(
+    () =>
+      fetch(`http://127.0.0.1:${port}/api/v2/ping`)
+        .then((res) => res.status)
+        .catch(() => undefined),
+    20_000,
+  );
+}
+
 interface Started {
   child: ChildProcess;
   stdout: () => string;
@@ -53,13 +64,7 @@ describe('npm start (API and worker in one process)', () => {
     const env = { DATABASE_URL: databaseUrl(databaseName), PORT: String(port), QUEUE_PREFIX: `test-${randomAlphanumeric(8)}` };
     const first = start(env);
     const token = await eventually(async () => /Site-admin token[^\n]*\n\s*\n\s+(\S+)/.exec(first.stdout())?.[1], 20_000);
-    const ping = await eventually(
-      () =>
-        fetch(`http://127.0.0.1:${port}/api/v2/ping`)
-          .then((res) => res.status)
-          .catch(() => undefined),
-      20_000,
-    );
+    const ping = await pingStatus(port);
     expect(ping).toBe(204);
     const organizations = await fetch(`http://127.0.0.1:${port}/api/v2/organizations`, { headers: { Authorization: `Bearer ${token}` } });
     expect(organizations.status).toBe(200);
@@ -68,13 +73,7 @@ describe('npm start (API and worker in one process)', () => {
 
     // Second start: same database, no new token printed, and the first token still works.
     const second = start(env);
-    await eventually(
-      () =>
-        fetch(`http://127.0.0.1:${port}/api/v2/ping`)
-          .then((res) => res.status)
-          .catch(() => undefined),
-      20_000,
-    );
+    await pingStatus(port);
     const again = await fetch(`http://127.0.0.1:${port}/api/v2/organizations`, { headers: { Authorization: `Bearer ${token}` } });
     expect(again.status).toBe(200);
     expect(second.stdout()).not.toContain('Site-admin token');
@@ -91,13 +90,7 @@ describe('npm start (API and worker in one process)', () => {
       ADMIN_TOKEN: adminToken,
       QUEUE_PREFIX: `test-${randomAlphanumeric(8)}`,
     });
-    await eventually(
-      () =>
-        fetch(`http://127.0.0.1:${port}/api/v2/ping`)
-          .then((res) => res.status)
-          .catch(() => undefined),
-      20_000,
-    );
+    await pingStatus(port);
     const res = await fetch(`http://127.0.0.1:${port}/api/v2/organizations`, { headers: { Authorization: `Bearer ${adminToken}` } });
     expect(res.status).toBe(200);
     started.child.kill('SIGTERM');
@@ -116,13 +109,7 @@ describe('npm start (API and worker in one process)', () => {
       QUEUE_PREFIX: `test-${randomAlphanumeric(8)}`,
     });
     try {
-      await eventually(
-        () =>
-          fetch(`http://127.0.0.1:${port}/api/v2/ping`)
-            .then((res) => res.status)
-            .catch(() => undefined),
-        20_000,
-      );
+      await pingStatus(port);
       const backends = (): Promise<number> =>
         withAdminClient(async (client) => {
           const { rows } = await client.query<{ n: string }>('select count(*) as n from pg_stat_activity where datname = $1', [

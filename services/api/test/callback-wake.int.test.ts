@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CALLBACK_TOKEN_PREFIX, generateToken, JOBS, newId } from '@runtasks/shared';
-import { api, createRun, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
+import pg from 'pg';
+import { api, createRun, eventually, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
 
 /**
  * A final callback wakes the run (an outbox event) only when it is the last open result of its stage:
- * earlier verdicts cannot let the run move. Final callbacks of one stage take turns on the stage's row
- * lock, so however close together they arrive, exactly one of them wakes the run. No worker runs here:
+ * earlier verdicts cannot let the run move. Final callbacks of one stage take turns on their results' row
+ * locks, so however close together they arrive, exactly one of them wakes the run. No worker runs here:
  * the results are put in `running` with known access tokens directly, as dispatch would.
  */
 const TASKS = 3;
@@ -92,5 +93,37 @@ describe('callbacks wake the run once per stage', () => {
       expect(answers.map((answer) => answer.status)).toEqual(results.map(() => 200));
       expect(await wakeEvents(runId)).toBe(1);
     }
+  });
+
+  it('a deadlock with another transaction is retried: the callback still succeeds, once', async () => {
+    const { runId, results } = await runWithOpenResults();
+    // The callback locks its stage's results in id order; this transaction takes the last one first
+    // and then the first one, which closes a cycle that PostgreSQL breaks by aborting the callback's
+    // statement (it has waited longest, so its deadlock check runs first).
+    const [first, , last] = [...results].sort((a, b) => (a.id < b.id ? -1 : 1)) as [
+      { id: string; token: string },
+      { id: string; token: string },
+      { id: string; token: string },
+    ];
+    const other = new pg.Client({ connectionString: h.config.databaseUrl });
+    await other.connect();
+    try {
+      await other.query('begin');
+      await other.query('select id from task_results where id = $1 for update', [last.id]);
+      // supertest sends on `then`: started now, awaited below.
+      const answer = Promise.resolve(verdict(first, 'passed'));
+      await eventually(async () => {
+        const { rows } = await other.query<{ waiting: string }>(`select count(*) as waiting from pg_locks where not granted`);
+        return Number(rows[0]?.waiting) > 0 ? true : undefined;
+      });
+      await other.query('select id from task_results where id = $1 for update', [first.id]);
+      await other.query('commit');
+      const response = await answer;
+      expect(response.status).toBe(200);
+      expect(response.body.data.attributes.status).toBe('passed');
+    } finally {
+      await other.end();
+    }
+    expect(await wakeEvents(runId)).toBe(0);
   });
 });

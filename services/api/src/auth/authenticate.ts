@@ -82,16 +82,20 @@ export async function resolveTaskAccess(
 
 /**
  * `callback` routes: the result's own access token, checked before the body is read (a 401 never
- * depends on the body, and no unauthenticated body is parsed). The handler checks it again under lock.
+ * depends on the body, and no unauthenticated body is parsed). What it finds lets the handler refuse a
+ * final or expired result before reading the body; the handler's statement checks all of it again.
  */
 export async function authenticateCallback(ctx: ApiContext, next: Next): Promise<void> {
   const token = bearerToken(ctx.get('authorization') || undefined);
   if (!token || !isPlausibleToken(token)) throw unauthorized();
-  const rows: { id: string }[] = await ctx.state.em.execute(`select id from task_results where id = ? and callback_token_hash = ?`, [
-    ctx.params['task_result_id'] ?? '',
-    ctx.deps.secrets.hashToken(token),
-  ]);
-  if (!rows[0]) throw unauthorized();
+  const rows: { id: string; status: string; expired: boolean }[] = await ctx.state.em.execute(
+    `select id, status, (hard_deadline is not null and hard_deadline <= now()) as expired
+       from task_results where id = ? and callback_token_hash = ?`,
+    [ctx.params['task_result_id'] ?? '', ctx.deps.secrets.hashToken(token)],
+  );
+  const row = rows[0];
+  if (!row) throw unauthorized();
+  ctx.state.callbackAccess = { resultId: row.id, status: row.status, expired: row.expired };
   await next();
 }
 

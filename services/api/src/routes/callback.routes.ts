@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { conflict, DB_NOW_ISO, JOBS, newId, recordOutboxEvent, TaskResult, unauthorized } from '@runtasks/shared';
+import { DeadlockException } from '@mikro-orm/core';
+import { conflict, DB_NOW_ISO, JOBS, newId, OUTBOX_CHANNEL, TaskResult, unauthorized } from '@runtasks/shared';
 import { z } from 'zod';
 import { bearerToken } from '../auth/authenticate.ts';
 import type { ApiContext } from '../context.ts';
@@ -47,32 +48,86 @@ type OutcomeInput = z.output<typeof outcome>;
 
 const flatten = (item: OutcomeInput): z.output<typeof outcomeAttributes> => ('attributes' in item ? item.attributes : item);
 
-interface LockedResult {
-  id: string;
-  status: string;
-  task_stage_id: string;
-  run_id: string;
-  expired: boolean;
+/** The result as the callback statement left it (its columns), with what the statement saw. */
+type CallbackRow = Record<string, unknown> & {
+  'callback.status': string;
+  'callback.expired': boolean;
+  id: string | null;
+};
+
+/**
+ * A callback in one statement (one round trip, atomic without an explicit transaction when there are
+ * no outcomes). Every result of the stage is locked in id order: FOR UPDATE returns each row's newest
+ * committed version, so a stage's last verdict sees every other one however close together they arrive
+ * (they take turns on these locks), and exactly that one records the run's wake-up. Earlier verdicts
+ * cannot let the run move; a result that ends another way (a deadline, the dispatcher) wakes the run itself.
+ */
+const CALLBACK_SQL = `
+with target as (
+  select tr.task_stage_id, ts.run_id from task_results tr join task_stages ts on ts.id = tr.task_stage_id
+   where tr.id = ? and tr.callback_token_hash = ?),
+siblings as (
+  select s.id, s.status, (s.hard_deadline is not null and s.hard_deadline <= now()) as expired
+    from task_results s where s.task_stage_id = (select task_stage_id from target) order by s.id for update),
+updated as (
+  update task_results tr set status = ?,
+         message = coalesce(?, tr.message), url = coalesce(?, tr.url),
+         status_timestamps = case when (tr.status_timestamps ->> ?::text) is not null then tr.status_timestamps
+                                  else tr.status_timestamps || jsonb_build_object(?::text, ${DB_NOW_ISO}) end,
+         progress_deadline = case when ? = 'running' then least(now() + make_interval(secs => ?), coalesce(tr.hard_deadline, 'infinity'))
+                                  else tr.progress_deadline end,
+         outcomes_count = tr.outcomes_count + ?, version = tr.version + 1, updated_at = now()
+    from siblings me
+   where tr.id = ? and me.id = tr.id and me.status in ('pending', 'running') and not me.expired
+  returning tr.*),
+event as (
+  insert into outbox_events (topic, aggregate_id, payload, created_at, publish_attempts)
+  select ?, t.run_id, jsonb_build_object('runId', t.run_id), now(), 0 from target t
+   where ? <> 'running' and exists (select 1 from updated)
+     and not exists (select 1 from siblings s where s.id <> ? and s.status in ('pending', 'running'))
+  returning aggregate_id),
+notified as (select pg_notify(?, aggregate_id) from event)
+select me.status as "callback.status", me.expired as "callback.expired", (select count(*) from notified) as "callback.woke", u.*
+  from target t join siblings me on me.id = ? left join updated u on true`;
+
+/** Deadlocks are resolved by PostgreSQL aborting one side; the callback's statement is safe to repeat. */
+const DEADLOCK_ATTEMPTS = 3;
+
+async function withDeadlockRetry<T>(work: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await work();
+    } catch (error) {
+      if (!(error instanceof DeadlockException) || attempt >= DEADLOCK_ATTEMPTS) throw error;
+    }
+  }
 }
 
 async function insertOutcomes(tx: EntityManager, resultId: string, outcomes: OutcomeInput[]): Promise<void> {
-  for (const item of outcomes.map(flatten)) {
-    await tx.execute(
-      `insert into task_result_outcomes (id, task_result_id, outcome_id, description, body, url, tags, created_at)
-       values (?, ?, ?, ?, ?, ?, ?::jsonb, clock_timestamp())`,
-      [
-        newId('taskResultOutcome'),
-        resultId,
-        item['outcome-id'] ?? item.outcome_id,
-        item.description ?? null,
-        item.body ?? null,
-        item.url ?? null,
-        JSON.stringify(item.tags ?? {}),
-      ],
-    );
-  }
-  if (outcomes.length)
-    await tx.execute(`update task_results set outcomes_count = outcomes_count + ? where id = ?`, [outcomes.length, resultId]);
+  if (outcomes.length === 0) return;
+  const rows = outcomes.map(flatten);
+  // One statement for all of them; clock_timestamp() keeps their order (the list is read ordered by it).
+  await tx.execute(
+    `insert into task_result_outcomes (id, task_result_id, outcome_id, description, body, url, tags, created_at)
+     values ${rows.map(() => '(?, ?, ?, ?, ?, ?, ?::jsonb, clock_timestamp())').join(', ')}`,
+    rows.flatMap((item) => [
+      newId('taskResultOutcome'),
+      resultId,
+      item['outcome-id'] ?? item.outcome_id,
+      item.description ?? null,
+      item.body ?? null,
+      item.url ?? null,
+      JSON.stringify(item.tags ?? {}),
+    ]),
+  );
+}
+
+/** Why a callback may not change its result now, or nothing when it may. */
+function refusal(status: string, expired: boolean): Error | undefined {
+  if (status !== 'pending' && status !== 'running')
+    return conflict(`The task result is already ${status}; it cannot change.`, 'transition not allowed');
+  if (expired) return unauthorized();
+  return undefined;
 }
 
 /**
@@ -82,66 +137,49 @@ async function insertOutcomes(tx: EntityManager, resultId: string, outcomes: Out
  */
 async function callback(ctx: ApiContext): Promise<void> {
   const token = bearerToken(ctx.get('authorization') || undefined);
-  if (!token) throw unauthorized();
-  const resultId = ctx.params['task_result_id'] ?? '';
-  const progressTimeoutSeconds = ctx.deps.config.taskProgressTimeoutSeconds;
-  // The row as this callback left it, for the response (read again only when outcomes changed it after).
-  let updatedRow: Record<string, unknown> | undefined;
-  await ctx.state.em.transactional(async (tx) => {
-    // The stage is locked too: the final callbacks of one stage take turns, so the last one sees every
-    // other result final and wakes the run (below), however close together they arrive.
-    const [locked] = await tx.execute<LockedResult[]>(
-      `select tr.id, tr.status, tr.task_stage_id, ts.run_id, (tr.hard_deadline is not null and tr.hard_deadline <= now()) as expired
-         from task_results tr join task_stages ts on ts.id = tr.task_stage_id
-        where tr.id = ? and tr.callback_token_hash = ? for update of tr, ts`,
-      [resultId, ctx.deps.secrets.hashToken(token)],
-    );
-    if (!locked) throw unauthorized();
-    if (locked.status !== 'pending' && locked.status !== 'running') {
-      throw conflict(`The task result is already ${locked.status}; it cannot change.`, 'transition not allowed');
-    }
-    if (locked.expired) throw unauthorized();
-    const { attributes, relationships } = parseWith(callbackSchema, ctx.request.body).data;
-    const outcomes = [
-      ...(relationships?.outcomes?.data ?? []),
-      ...(relationships?.['task-result-outcomes']?.data ?? []),
-      ...(attributes.outcomes ?? []),
-    ];
-    const status = attributes.status;
-    const [updated] = await tx.execute<Record<string, unknown>[]>(
-      `update task_results set status = ?,
-              message = coalesce(?, message), url = coalesce(?, url),
-              status_timestamps = case when (status_timestamps ->> ?::text) is not null then status_timestamps
-                                       else status_timestamps || jsonb_build_object(?::text, ${DB_NOW_ISO}) end,
-              progress_deadline = case when ? = 'running' then least(now() + make_interval(secs => ?), coalesce(hard_deadline, 'infinity'))
-                                       else progress_deadline end,
-              version = version + 1, updated_at = now()
-        where id = ? returning *`,
-      [
-        status,
-        attributes.message ?? null,
-        attributes.url ?? null,
-        `${status}-at`,
-        `${status}-at`,
-        status,
-        progressTimeoutSeconds,
-        resultId,
-      ],
-    );
-    await insertOutcomes(tx, resultId, outcomes);
-    updatedRow = outcomes.length === 0 ? updated : undefined;
-    // Only the stage's last open result can let the run move: earlier verdicts wake no one (a deadline
-    // or the sweeper wakes the run on its own when a result ends another way).
-    if (status !== 'running') {
-      await recordOutboxEvent(tx, JOBS.runAdvance, locked.run_id, {
-        sql: `not exists (select 1 from task_results where task_stage_id = ? and status in ('pending', 'running'))`,
-        params: [locked.task_stage_id],
-      });
-    }
-  });
+  const access = ctx.state.callbackAccess;
+  if (!token || !access) throw unauthorized();
+  // Checked before the body is read, as the statement below checks again under its locks.
+  const refused = refusal(access.status, access.expired);
+  if (refused) throw refused;
+  const resultId = access.resultId;
+  const { attributes, relationships } = parseWith(callbackSchema, ctx.request.body).data;
+  const outcomes = [
+    ...(relationships?.outcomes?.data ?? []),
+    ...(relationships?.['task-result-outcomes']?.data ?? []),
+    ...(attributes.outcomes ?? []),
+  ];
+  const status = attributes.status;
+  const params = [
+    resultId,
+    ctx.deps.secrets.hashToken(token),
+    status,
+    attributes.message ?? null,
+    attributes.url ?? null,
+    `${status}-at`,
+    `${status}-at`,
+    status,
+    ctx.deps.config.taskProgressTimeoutSeconds,
+    outcomes.length,
+    resultId,
+    JOBS.runAdvance,
+    status,
+    resultId,
+    OUTBOX_CHANNEL,
+    resultId,
+  ];
+  const apply = async (em: EntityManager): Promise<Record<string, unknown>> => {
+    const [row] = await em.execute<CallbackRow[]>(CALLBACK_SQL, params);
+    if (!row) throw unauthorized();
+    if (row.id === null) throw refusal(row['callback.status'], row['callback.expired']) ?? unauthorized();
+    await insertOutcomes(em, resultId, outcomes);
+    const { 'callback.status': _status, 'callback.expired': _expired, 'callback.woke': _woke, ...columns } = row;
+    return columns;
+  };
   const em = ctx.state.em.fork();
-  const result = updatedRow ? em.map(TaskResult, updatedRow) : await em.findOneOrFail(TaskResult, { id: resultId });
-  respond(ctx, 200, single(serializeTaskResult(result)));
+  // Without outcomes the statement is the whole change; with them, they commit with it or not at all.
+  const updated = await withDeadlockRetry(() => (outcomes.length === 0 ? apply(em) : em.transactional((tx) => apply(tx))));
+  respond(ctx, 200, single(serializeTaskResult(em.map(TaskResult, updated))));
 }
 
 export const callbackRoutes: RouteDef[] = [

@@ -81,8 +81,13 @@ export async function applyRunAction(em: EntityManager, run: Run, action: RunAct
     if (action === 'apply') return;
     const canceledAt = `jsonb_build_object('canceled-at', ${DB_NOW_ISO})`;
     await tx.execute(
-      `update task_results set status = 'canceled', status_timestamps = status_timestamps || ${canceledAt}, version = version + 1, updated_at = now()
-        where task_stage_id in (select id from task_stages where run_id = ?) and status in ('pending', 'running')`,
+      // Locked in id order, as callbacks lock a stage's results, so the two never deadlock.
+      `with open_results as (
+         select tr.id from task_results tr join task_stages ts on ts.id = tr.task_stage_id
+          where ts.run_id = ? and tr.status in ('pending', 'running') order by tr.id for update of tr)
+       update task_results tr set status = 'canceled', status_timestamps = tr.status_timestamps || ${canceledAt},
+              version = tr.version + 1, updated_at = now()
+         from open_results where tr.id = open_results.id and tr.status in ('pending', 'running')`,
       [run.id],
     );
     await tx.execute(

@@ -18,14 +18,19 @@ export interface SweepResult {
  */
 export async function expireResults(em: EntityManager, resultId?: string): Promise<string[]> {
   const rows = await em.execute<{ run_id: string }[]>(
-    `with expired as (
+    `with due as (
+       -- Locked in id order, as callbacks lock a stage's results, so the two never deadlock.
+       select tr.id from task_results tr
+        where tr.status in ('pending', 'running') and (tr.progress_deadline < now() or tr.hard_deadline < now())
+          ${resultId ? 'and tr.id = ?' : ''}
+        order by tr.id for update),
+     expired as (
        update task_results tr set status = 'errored',
               message = case when tr.hard_deadline < now() then 'The run task ran longer than its maximum runtime.'
                              else 'The run task sent no progress within its progress timeout.' end,
               status_timestamps = tr.status_timestamps || jsonb_build_object('errored-at', ${DB_NOW_ISO}),
               version = tr.version + 1, updated_at = now()
-        where tr.status in ('pending', 'running') and (tr.progress_deadline < now() or tr.hard_deadline < now())
-          ${resultId ? 'and tr.id = ?' : ''}
+         from due where tr.id = due.id and tr.status in ('pending', 'running')
         returning tr.task_stage_id)
      select distinct ts.run_id from expired e join task_stages ts on ts.id = e.task_stage_id`,
     resultId ? [resultId] : [],

@@ -23,6 +23,7 @@ export * from './outbound/retry-after.ts';
 export * from './outbound/payload.ts';
 export * from './domain/lifecycle.ts';
 export * from './db/outbox.ts';
+export * from './db/prepared.ts';
 export * from './db/plan-run.ts';
 export * from './domain/feature-sets.ts';
 export * from './ops/metrics.ts';

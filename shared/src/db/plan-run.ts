@@ -1,4 +1,4 @@
-import type { EntityManager } from '@mikro-orm/postgresql';
+import type { SqlRunner } from './prepared.ts';
 import { newId } from '../domain/ids.ts';
 import { planTaskStages, type PlannableTask } from '../domain/planner.ts';
 import type { EnforcementLevel, RunStage } from '../domain/statuses.ts';
@@ -30,7 +30,7 @@ const toPlannable = (row: TaskRow): PlannableTask => ({
  * (stage, task) with ON CONFLICT DO NOTHING make a second call, by anyone, a no-op. Run inside the
  * transaction that creates the run (the API) or that repairs it (the worker).
  */
-export async function insertPlannedStages(tx: EntityManager, runId: string): Promise<number> {
+export async function insertPlannedStages(tx: SqlRunner, runId: string): Promise<number> {
   const [run] = await tx.execute<{ workspace_id: string; organization_id: string; plan_only: boolean; global_entitled: boolean }[]>(
     `select r.workspace_id, r.organization_id, r.plan_only, (o.edition = 'standard' and o.global_run_tasks_enabled) as global_entitled
        from runs r join organizations o on o.id = r.organization_id where r.id = ?`,

@@ -1,4 +1,4 @@
-import { CALLBACK_TOKEN_PREFIX, isPlausibleToken, unauthorized } from '@runtasks/shared';
+import { CALLBACK_TOKEN_PREFIX, isPlausibleToken, nativePool, prepared, runPrepared, unauthorized } from '@runtasks/shared';
 import type { Next } from 'koa';
 import type { ApiContext } from '../context.ts';
 import type { Principal } from './principal.ts';
@@ -40,25 +40,28 @@ function toPrincipal(row: TokenRow): Principal | undefined {
   return undefined;
 }
 
+const TOKEN_PRINCIPAL = prepared(
+  'token-principal',
+  `select t.id, t.kind, t.organization_id, t.team_id, tm.organization_id as team_org_id,
+          tm.manage_run_tasks, tm.manage_workspaces, tm.manage_policy_overrides, t.last_used_at
+     from api_tokens t left join teams tm on tm.id = t.team_id
+    where t.token_hash = $1 and t.revoked_at is null and (t.expires_at is null or t.expires_at > now())`,
+);
+
+const TOKEN_USED = prepared('token-used', 'update api_tokens set last_used_at = now() where id = $1');
+
 /** Resolves the bearer token to a principal in one query; every failure is the same 401. */
 export async function authenticate(ctx: ApiContext, next: Next): Promise<void> {
   const token = bearerToken(ctx.get('authorization') || undefined);
   if (!token || !isPlausibleToken(token)) throw unauthorized();
-  const connection = ctx.state.em.getConnection();
-  const rows: TokenRow[] = await connection.execute(
-    `select t.id, t.kind, t.organization_id, t.team_id, tm.organization_id as team_org_id,
-            tm.manage_run_tasks, tm.manage_workspaces, tm.manage_policy_overrides, t.last_used_at
-       from api_tokens t left join teams tm on tm.id = t.team_id
-      where t.token_hash = ? and t.revoked_at is null and (t.expires_at is null or t.expires_at > now())`,
-    [ctx.deps.secrets.hashToken(token)],
-  );
-  const row = rows[0];
+  const pool = await nativePool(ctx.state.em);
+  const [row] = await runPrepared<TokenRow>(pool, TOKEN_PRINCIPAL, [ctx.deps.secrets.hashToken(token)]);
   const principal = row && toPrincipal(row);
   if (!row || !principal) throw unauthorized();
   ctx.state.principal = principal;
   if (!row.last_used_at || Date.now() - new Date(row.last_used_at).getTime() > LAST_USED_RESOLUTION_MS) {
     // Bookkeeping only: never delay or fail the request for it.
-    connection.execute('update api_tokens set last_used_at = now() where id = ?', [row.id]).catch(() => undefined);
+    runPrepared(pool, TOKEN_USED, [row.id]).catch(() => undefined);
   }
   await next();
 }
@@ -80,6 +83,12 @@ export async function resolveTaskAccess(
   return row && { resultId: row.id, runId: row.run_id, status: row.status };
 }
 
+const CALLBACK_ACCESS = prepared(
+  'callback-access',
+  `select id, status, (hard_deadline is not null and hard_deadline <= now()) as expired
+     from task_results where id = $1 and callback_token_hash = $2`,
+);
+
 /**
  * `callback` routes: the result's own access token, checked before the body is read (a 401 never
  * depends on the body, and no unauthenticated body is parsed). What it finds lets the handler refuse a
@@ -88,12 +97,10 @@ export async function resolveTaskAccess(
 export async function authenticateCallback(ctx: ApiContext, next: Next): Promise<void> {
   const token = bearerToken(ctx.get('authorization') || undefined);
   if (!token || !isPlausibleToken(token)) throw unauthorized();
-  const rows: { id: string; status: string; expired: boolean }[] = await ctx.state.em.execute(
-    `select id, status, (hard_deadline is not null and hard_deadline <= now()) as expired
-       from task_results where id = ? and callback_token_hash = ?`,
-    [ctx.params['task_result_id'] ?? '', ctx.deps.secrets.hashToken(token)],
-  );
-  const row = rows[0];
+  const [row] = await runPrepared<{ id: string; status: string; expired: boolean }>(await nativePool(ctx.state.em), CALLBACK_ACCESS, [
+    ctx.params['task_result_id'] ?? '',
+    ctx.deps.secrets.hashToken(token),
+  ]);
   if (!row) throw unauthorized();
   ctx.state.callbackAccess = { resultId: row.id, status: row.status, expired: row.expired };
   await next();

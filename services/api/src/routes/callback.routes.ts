@@ -1,6 +1,18 @@
-import type { EntityManager } from '@mikro-orm/postgresql';
-import { DeadlockException } from '@mikro-orm/core';
-import { conflict, DB_NOW_ISO, JOBS, newId, OUTBOX_CHANNEL, TaskResult, unauthorized } from '@runtasks/shared';
+import {
+  conflict,
+  DB_NOW_ISO,
+  inTransaction,
+  isDeadlock,
+  JOBS,
+  nativePool,
+  newId,
+  OUTBOX_CHANNEL,
+  prepared,
+  runPrepared,
+  TaskResult,
+  unauthorized,
+  type Queryable,
+} from '@runtasks/shared';
 import { z } from 'zod';
 import { bearerToken } from '../auth/authenticate.ts';
 import type { ApiContext } from '../context.ts';
@@ -48,11 +60,31 @@ type OutcomeInput = z.output<typeof outcome>;
 
 const flatten = (item: OutcomeInput): z.output<typeof outcomeAttributes> => ('attributes' in item ? item.attributes : item);
 
-/** The result as the callback statement left it (its columns), with what the statement saw. */
-type CallbackRow = Record<string, unknown> & {
-  'callback.status': string;
-  'callback.expired': boolean;
-  id: string | null;
+/** The result's columns the response is built from. */
+const RESULT_COLUMNS = [
+  'id',
+  'task_stage_id',
+  'task_id',
+  'workspace_task_id',
+  'task_name',
+  'task_url',
+  'enforcement_level',
+  'stage',
+  'is_speculative',
+  'status',
+  'status_timestamps',
+  'message',
+  'url',
+  'outcomes_count',
+  'version',
+  'created_at',
+  'updated_at',
+] as const;
+
+/** The result as the callback statement left it (null columns when it did not change it), with what the statement saw. */
+type CallbackRow = Record<(typeof RESULT_COLUMNS)[number], unknown> & {
+  locked_status: string;
+  locked_expired: boolean;
 };
 
 /**
@@ -61,34 +93,42 @@ type CallbackRow = Record<string, unknown> & {
  * committed version, so a stage's last verdict sees every other one however close together they arrive
  * (they take turns on these locks), and exactly that one records the run's wake-up. Earlier verdicts
  * cannot let the run move; a result that ends another way (a deadline, the dispatcher) wakes the run itself.
+ * $1 result id, $2 token hash, $3 status, $4 message, $5 url, $6 progress timeout (s), $7 outcomes,
+ * $8 the wake-up's topic, $9 the NOTIFY channel.
  */
-const CALLBACK_SQL = `
-with target as (
-  select tr.task_stage_id, ts.run_id from task_results tr join task_stages ts on ts.id = tr.task_stage_id
-   where tr.id = ? and tr.callback_token_hash = ?),
-siblings as (
-  select s.id, s.status, (s.hard_deadline is not null and s.hard_deadline <= now()) as expired
-    from task_results s where s.task_stage_id = (select task_stage_id from target) order by s.id for update),
-updated as (
-  update task_results tr set status = ?,
-         message = coalesce(?, tr.message), url = coalesce(?, tr.url),
-         status_timestamps = case when (tr.status_timestamps ->> ?::text) is not null then tr.status_timestamps
-                                  else tr.status_timestamps || jsonb_build_object(?::text, ${DB_NOW_ISO}) end,
-         progress_deadline = case when ? = 'running' then least(now() + make_interval(secs => ?), coalesce(tr.hard_deadline, 'infinity'))
-                                  else tr.progress_deadline end,
-         outcomes_count = tr.outcomes_count + ?, version = tr.version + 1, updated_at = now()
-    from siblings me
-   where tr.id = ? and me.id = tr.id and me.status in ('pending', 'running') and not me.expired
-  returning tr.*),
-event as (
-  insert into outbox_events (topic, aggregate_id, payload, created_at, publish_attempts)
-  select ?, t.run_id, jsonb_build_object('runId', t.run_id), now(), 0 from target t
-   where ? <> 'running' and exists (select 1 from updated)
-     and not exists (select 1 from siblings s where s.id <> ? and s.status in ('pending', 'running'))
-  returning aggregate_id),
-notified as (select pg_notify(?, aggregate_id) from event)
-select me.status as "callback.status", me.expired as "callback.expired", (select count(*) from notified) as "callback.woke", u.*
-  from target t join siblings me on me.id = ? left join updated u on true`;
+const CALLBACK = prepared(
+  'callback',
+  `with target as (
+     select tr.task_stage_id, ts.run_id from task_results tr join task_stages ts on ts.id = tr.task_stage_id
+      where tr.id = $1 and tr.callback_token_hash = $2),
+   siblings as (
+     select s.id, s.status, (s.hard_deadline is not null and s.hard_deadline <= now()) as expired
+       from task_results s where s.task_stage_id = (select task_stage_id from target) order by s.id for update),
+   updated as (
+     update task_results tr set status = $3::text,
+            message = coalesce($4::text, tr.message), url = coalesce($5::text, tr.url),
+            status_timestamps = case when (tr.status_timestamps ->> ($3::text || '-at')) is not null then tr.status_timestamps
+                                     else tr.status_timestamps || jsonb_build_object($3::text || '-at', ${DB_NOW_ISO}) end,
+            progress_deadline = case when $3::text = 'running'
+                                     then least(now() + make_interval(secs => $6::double precision), coalesce(tr.hard_deadline, 'infinity'))
+                                     else tr.progress_deadline end,
+            outcomes_count = tr.outcomes_count + $7::int, version = tr.version + 1, updated_at = now()
+       from siblings me
+      where tr.id = $1 and me.id = tr.id and me.status in ('pending', 'running') and not me.expired
+     returning ${RESULT_COLUMNS.map((column) => `tr.${column}`).join(', ')}),
+   event as (
+     insert into outbox_events (topic, aggregate_id, payload, created_at, publish_attempts)
+     select $8::text, t.run_id, jsonb_build_object('runId', t.run_id), now(), 0 from target t
+      where $3::text <> 'running' and exists (select 1 from updated)
+        and not exists (select 1 from siblings s where s.id <> $1 and s.status in ('pending', 'running'))
+     returning aggregate_id),
+   notified as (select pg_notify($9::text, aggregate_id) from event)
+   select me.status as locked_status, me.expired as locked_expired, (select count(*) from notified) as woke,
+          ${RESULT_COLUMNS.map((column) => `u.${column}`).join(', ')}
+     from target t join siblings me on me.id = $1 left join updated u on true`,
+);
+
+const OUTCOME_COLUMNS = `(id, task_result_id, outcome_id, description, body, url, tags, created_at)`;
 
 /** Deadlocks are resolved by PostgreSQL aborting one side; the callback's statement is safe to repeat. */
 const DEADLOCK_ATTEMPTS = 3;
@@ -98,18 +138,21 @@ async function withDeadlockRetry<T>(work: () => Promise<T>): Promise<T> {
     try {
       return await work();
     } catch (error) {
-      if (!(error instanceof DeadlockException) || attempt >= DEADLOCK_ATTEMPTS) throw error;
+      if (!isDeadlock(error) || attempt >= DEADLOCK_ATTEMPTS) throw error;
     }
   }
 }
 
-async function insertOutcomes(tx: EntityManager, resultId: string, outcomes: OutcomeInput[]): Promise<void> {
+async function insertOutcomes(client: Queryable, resultId: string, outcomes: OutcomeInput[]): Promise<void> {
   if (outcomes.length === 0) return;
   const rows = outcomes.map(flatten);
   // One statement for all of them; clock_timestamp() keeps their order (the list is read ordered by it).
-  await tx.execute(
-    `insert into task_result_outcomes (id, task_result_id, outcome_id, description, body, url, tags, created_at)
-     values ${rows.map(() => '(?, ?, ?, ?, ?, ?, ?::jsonb, clock_timestamp())').join(', ')}`,
+  const values = rows.map((_, index) => {
+    const at = index * 7;
+    return `($${at + 1}, $${at + 2}, $${at + 3}, $${at + 4}, $${at + 5}, $${at + 6}, $${at + 7}::jsonb, clock_timestamp())`;
+  });
+  await client.query(
+    `insert into task_result_outcomes ${OUTCOME_COLUMNS} values ${values.join(', ')}`,
     rows.flatMap((item) => [
       newId('taskResultOutcome'),
       resultId,
@@ -150,36 +193,28 @@ async function callback(ctx: ApiContext): Promise<void> {
     ...(attributes.outcomes ?? []),
   ];
   const status = attributes.status;
-  const params = [
+  const values = [
     resultId,
     ctx.deps.secrets.hashToken(token),
     status,
     attributes.message ?? null,
     attributes.url ?? null,
-    `${status}-at`,
-    `${status}-at`,
-    status,
     ctx.deps.config.taskProgressTimeoutSeconds,
     outcomes.length,
-    resultId,
     JOBS.runAdvance,
-    status,
-    resultId,
     OUTBOX_CHANNEL,
-    resultId,
   ];
-  const apply = async (em: EntityManager): Promise<Record<string, unknown>> => {
-    const [row] = await em.execute<CallbackRow[]>(CALLBACK_SQL, params);
+  const apply = async (client: Queryable): Promise<Record<string, unknown>> => {
+    const [row] = await runPrepared<CallbackRow>(client, CALLBACK, values);
     if (!row) throw unauthorized();
-    if (row.id === null) throw refusal(row['callback.status'], row['callback.expired']) ?? unauthorized();
-    await insertOutcomes(em, resultId, outcomes);
-    const { 'callback.status': _status, 'callback.expired': _expired, 'callback.woke': _woke, ...columns } = row;
-    return columns;
+    if (row.id === null) throw refusal(row.locked_status, row.locked_expired) ?? unauthorized();
+    await insertOutcomes(client, resultId, outcomes);
+    return Object.fromEntries(RESULT_COLUMNS.map((column) => [column, row[column]]));
   };
-  const em = ctx.state.em.fork();
+  const pool = await nativePool(ctx.state.em);
   // Without outcomes the statement is the whole change; with them, they commit with it or not at all.
-  const updated = await withDeadlockRetry(() => (outcomes.length === 0 ? apply(em) : em.transactional((tx) => apply(tx))));
-  respond(ctx, 200, single(serializeTaskResult(em.map(TaskResult, updated))));
+  const updated = await withDeadlockRetry(() => (outcomes.length === 0 ? apply(pool) : inTransaction(pool, apply)));
+  respond(ctx, 200, single(serializeTaskResult(ctx.state.em.fork().map(TaskResult, updated))));
 }
 
 export const callbackRoutes: RouteDef[] = [

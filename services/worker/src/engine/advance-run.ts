@@ -2,10 +2,16 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import {
   DB_NOW_ISO,
   evaluateStage,
+  clientRunner,
+  inTransaction,
   insertPlannedStages,
+  nativePool,
+  prepared,
+  runPrepared,
   nextRunStep,
   statusTimestampKey,
   type EnforcementLevel,
+  type Queryable,
   type RunSnapshot,
   type RunStage,
   type RunStatus,
@@ -52,15 +58,25 @@ function timestampsSql(keys: readonly string[]): string {
 const MAX_STEPS = 32;
 
 /** A run's stages and their results in one query. */
-async function readStages(tx: EntityManager, runId: string): Promise<{ stages: StageRow[]; results: ResultRow[] }> {
-  const rows = await tx.execute<
-    (StageRow & { result_id: string | null; result_status: TaskResultStatus | null; enforcement_level: EnforcementLevel | null })[]
-  >(
-    `select ts.id, ts.stage, ts.status, ts.status_timestamps, tr.id as result_id, tr.status as result_status, tr.enforcement_level
-       from task_stages ts left join task_results tr on tr.task_stage_id = ts.id where ts.run_id = ?`,
-    [runId],
+const RUN_STAGES = prepared(
+  'run-stages',
+  `select ts.id, ts.stage, ts.status, ts.status_timestamps, tr.id as result_id, tr.status as result_status, tr.enforcement_level
+     from task_stages ts left join task_results tr on tr.task_stage_id = ts.id where ts.run_id = $1`,
+);
+
+/** The run, locked: workers advancing one run take turns. */
+const LOCK_RUN = prepared(
+  'run-lock',
+  `select r.id, r.status, r.plan_only, r.auto_apply, o.task_overrides_enabled as overrides_enabled
+     from runs r join organizations o on o.id = r.organization_id where r.id = $1 for update of r`,
+);
+
+async function readStages(client: Queryable, runId: string): Promise<{ stages: StageRow[]; results: ResultRow[] }> {
+  return groupStages(
+    await runPrepared<
+      StageRow & { result_id: string | null; result_status: TaskResultStatus | null; enforcement_level: EnforcementLevel | null }
+    >(client, RUN_STAGES, [runId]),
   );
-  return groupStages(rows);
 }
 
 function groupStages(
@@ -99,6 +115,16 @@ function snapshotsOf(stages: readonly StageRow[], results: readonly ResultRow[])
   }));
 }
 
+const RUN_SNAPSHOT = prepared(
+  'run-snapshot',
+  `select r.status as run_status, r.plan_only, r.auto_apply, o.task_overrides_enabled as overrides_enabled,
+          ts.id, ts.stage, ts.status, ts.status_timestamps, tr.id as result_id, tr.status as result_status, tr.enforcement_level
+     from runs r join organizations o on o.id = r.organization_id
+     left join task_stages ts on ts.run_id = r.id
+     left join task_results tr on tr.task_stage_id = ts.id
+    where r.id = $1`,
+);
+
 /**
  * Whether the run has nothing to do now, judged from one consistent snapshot (one statement) without
  * a lock or a transaction. Most wake-ups are of this kind (every callback of a stage but the last).
@@ -107,17 +133,9 @@ function snapshotsOf(stages: readonly StageRow[], results: readonly ResultRow[])
  * locked path as before.
  */
 async function nothingToDo(em: EntityManager, runId: string): Promise<boolean> {
-  const rows = await em.execute<
-    (RunRow & StageRow & { result_id: string | null; result_status: TaskResultStatus | null; enforcement_level: EnforcementLevel | null })[]
-  >(
-    `select r.status as run_status, r.plan_only, r.auto_apply, o.task_overrides_enabled as overrides_enabled,
-            ts.id, ts.stage, ts.status, ts.status_timestamps, tr.id as result_id, tr.status as result_status, tr.enforcement_level
-       from runs r join organizations o on o.id = r.organization_id
-       left join task_stages ts on ts.run_id = r.id
-       left join task_results tr on tr.task_stage_id = ts.id
-      where r.id = ?`,
-    [runId],
-  );
+  const rows = await runPrepared<
+    RunRow & StageRow & { result_id: string | null; result_status: TaskResultStatus | null; enforcement_level: EnforcementLevel | null }
+  >(await nativePool(em), RUN_SNAPSHOT, [runId]);
   const first = rows[0] as ((typeof rows)[number] & { run_status: RunStatus }) | undefined;
   if (!first) return true;
   const { stages, results } = groupStages(rows.filter((row) => row.id !== null));
@@ -146,18 +164,16 @@ export async function advanceRun(
 ): Promise<string[]> {
   // `precheck: false` when the caller knows there is work (a new run always moves): no extra statement.
   if ((options.precheck ?? true) && (await nothingToDo(em, runId))) return [];
-  return em.transactional(async (tx) => {
-    const [run] = await tx.execute<RunRow[]>(
-      `select r.id, r.status, r.plan_only, r.auto_apply, o.task_overrides_enabled as overrides_enabled
-         from runs r join organizations o on o.id = r.organization_id where r.id = ? for update of r`,
-      [runId],
-    );
+  // On a client of its own (not the unit of work): its hot statements are prepared (see prepared.ts).
+  return inTransaction(await nativePool(em), async (client) => {
+    const tx = clientRunner(client);
+    const [run] = await runPrepared<RunRow>(client, LOCK_RUN, [runId]);
     if (!run) return [];
-    let { stages, results } = await readStages(tx, runId);
+    let { stages, results } = await readStages(client, runId);
     if (run.status === 'pending' && stages.length === 0) {
       // Normally planned when the run was created; this is the repair for a run that was not.
       await insertPlannedStages(tx, runId);
-      ({ stages, results } = await readStages(tx, runId));
+      ({ stages, results } = await readStages(client, runId));
     }
     const snapshot: RunSnapshot = {
       status: run.status,

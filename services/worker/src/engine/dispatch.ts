@@ -3,6 +3,9 @@ import {
   CALLBACK_TOKEN_PREFIX,
   DB_NOW_ISO,
   describeOutcome,
+  nativePool,
+  prepared,
+  runPrepared,
   encodePayload,
   generateToken,
   retryDelayMs,
@@ -39,19 +42,34 @@ const EXCERPT_LIMIT = 2048;
 /** How long a claimed attempt holds its result: longer than any attempt (connect 5 s + headers 10 s + body 10 s). */
 export const ATTEMPT_LEASE_MS = 30_000;
 
-const CLAIM_SQL = `
-  update task_results tr set attempts = tr.attempts + 1, next_attempt_at = now() + make_interval(secs => ?),
-         callback_token_hash = case when tr.callback_token_encrypted is null then ? else tr.callback_token_hash end,
-         callback_token_encrypted = coalesce(tr.callback_token_encrypted, ?)
-    from task_stages ts
-    join runs r on r.id = ts.run_id
-    join workspaces w on w.id = r.workspace_id
-    join organizations o on o.id = r.organization_id
-   where tr.id = ? and ts.id = tr.task_stage_id and tr.status = 'running' and tr.acknowledged_at is null
-     and tr.next_attempt_at <= now() + interval '1 second' and tr.attempts < ?
-  returning ${DISPATCH_COLUMNS}`;
+/**
+ * $1 lease (s), $2 candidate token hash, $3 candidate token encrypted, $4 result id, $5 attempt cap.
+ * Claimed only while the result is running and unacknowledged, when an attempt is due (next_attempt_at,
+ * with a second for clock skew against a delayed job) and the cap is not reached.
+ */
+const CLAIM = prepared(
+  'dispatch-claim',
+  `update task_results tr set attempts = tr.attempts + 1, next_attempt_at = now() + make_interval(secs => $1::double precision),
+          callback_token_hash = case when tr.callback_token_encrypted is null then $2::text else tr.callback_token_hash end,
+          callback_token_encrypted = coalesce(tr.callback_token_encrypted, $3::text)
+     from task_stages ts
+     join runs r on r.id = ts.run_id
+     join workspaces w on w.id = r.workspace_id
+     join organizations o on o.id = r.organization_id
+    where tr.id = $4 and ts.id = tr.task_stage_id and tr.status = 'running' and tr.acknowledged_at is null
+      and tr.next_attempt_at <= now() + interval '1 second' and tr.attempts < $5
+   returning ${DISPATCH_COLUMNS}`,
+);
 
 const ATTEMPT_COLUMNS = `(task_result_id, attempt, started_at, duration_ms, http_status, error_kind, response_excerpt)`;
+
+/** The attempt's row and the acknowledgement in one statement (one round trip, one commit); $1 … $7 the attempt. */
+const ACKNOWLEDGE = prepared(
+  'dispatch-acknowledge',
+  `with attempt as (
+     insert into delivery_attempts ${ATTEMPT_COLUMNS} values ($1, $2, $3, $4, $5, $6, $7) on conflict (task_result_id, attempt) do nothing)
+   update task_results set acknowledged_at = now(), next_attempt_at = null, updated_at = now() where id = $1 and status = 'running'`,
+);
 
 function attemptValues(resultId: string, attempt: number, startedAt: Date, outcome: DeliveryOutcome): unknown[] {
   return [
@@ -90,11 +108,9 @@ export async function dispatchResult(em: EntityManager, deps: DispatchDeps, resu
   // attempt or by another dispatcher first) keeps it, so the task server sees one token per result.
   const fresh = generateToken(CALLBACK_TOKEN_PREFIX);
   const freshEncrypted = deps.secrets.encrypt(fresh);
-  // Claimed only while the result is running and unacknowledged, when an attempt is due (next_attempt_at,
-  // with a second for clock skew against a delayed job) and the cap is not reached; the claim leases the
-  // result, so a duplicated or re-driven job skips it, and a dispatcher that dies mid-attempt leaves a
-  // lease the sweeper re-drives once it expires. The claim returns what the payload needs (one statement).
-  const [claimed] = await em.execute<DispatchRow[]>(CLAIM_SQL, [
+  // The claim leases the result, so a duplicated or re-driven job skips it, and a dispatcher that dies
+  // mid-attempt leaves a lease the sweeper re-drives once it expires. It returns what the payload needs.
+  const [claimed] = await runPrepared<DispatchRow>(await nativePool(em), CLAIM, [
     ATTEMPT_LEASE_MS / 1000,
     deps.secrets.hashToken(fresh),
     freshEncrypted,
@@ -113,12 +129,7 @@ export async function dispatchResult(em: EntityManager, deps: DispatchDeps, resu
   deps.onDelivery?.(outcome);
 
   if (outcome.kind === 'response' && outcome.status === 200) {
-    // The attempt's row and the acknowledgement in one statement (one round trip, one commit).
-    await em.execute(
-      `with attempt as (insert into delivery_attempts ${ATTEMPT_COLUMNS} values (?, ?, ?, ?, ?, ?, ?) on conflict (task_result_id, attempt) do nothing)
-       update task_results set acknowledged_at = now(), next_attempt_at = null, updated_at = now() where id = ? and status = 'running'`,
-      [...attemptValues(resultId, attempt, startedAt, outcome), resultId],
-    );
+    await runPrepared(await nativePool(em), ACKNOWLEDGE, attemptValues(resultId, attempt, startedAt, outcome));
     return { kind: 'acknowledged' };
   }
   await recordAttempt(em, resultId, attempt, startedAt, outcome);

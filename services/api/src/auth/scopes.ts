@@ -46,3 +46,19 @@ export function canCreateWorkspaces(principal: Principal, organizationId: string
   if (principal.organizationId !== organizationId) return false;
   return principal.kind === 'organization' || principal.manageWorkspaces;
 }
+
+/**
+ * `workspaceScope(principal, 'runs:read')` for the raw read paths, as one fixed SQL condition (so the
+ * statement can be prepared) over the workspace alias `w`, with two parameters from
+ * `readableWorkspaceParams`: the organization (null: any, the site admin) and the team whose access
+ * the workspace needs (null: none needed). Any access of the team's reads runs, as TEAM_ACCESS_FOR says.
+ */
+export const readableWorkspaceSql = (organizationParam: number, teamParam: number): string =>
+  `($${organizationParam}::text is null or w.organization_id = $${organizationParam})
+   and ($${teamParam}::text is null or exists (select 1 from team_workspaces ta where ta.workspace_id = w.id and ta.team_id = $${teamParam}))`;
+
+export function readableWorkspaceParams(principal: Principal): [string | null, string | null] {
+  if (principal.kind === 'admin') return [null, null];
+  if (principal.kind === 'organization' || principal.manageWorkspaces) return [principal.organizationId, null];
+  return [principal.organizationId, principal.teamId];
+}

@@ -1,10 +1,11 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { DeliveryAttempt, notFound, TaskResult, TaskResultOutcome } from '@runtasks/shared';
-import { workspaceScope, type ScopeFilter } from '../auth/scopes.ts';
+import { DeliveryAttempt, nativePool, notFound, prepared, runPrepared, TaskResult, TaskResultOutcome } from '@runtasks/shared';
+import { readableWorkspaceParams, readableWorkspaceSql, workspaceScope, type ScopeFilter } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
 import { single } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
 import { serializeDeliveryAttempt, serializeOutcome } from '../serializers/run-task.serializer.ts';
+import { columnList, TASK_RESULT_COLUMNS, taskResultFromRow, type TaskResultRow } from '../serializers/rows.ts';
 import { serializeTaskResult } from '../serializers/task-stage.serializer.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 
@@ -20,8 +21,23 @@ async function findResult(ctx: ApiContext): Promise<TaskResult> {
   return orNotFound(await ctx.state.em.findOne(TaskResult, where));
 }
 
+/** Read for every poll of a result: one prepared statement, no unit of work. */
+const READABLE_RESULT = prepared(
+  'task-result-show',
+  `select ${columnList(TASK_RESULT_COLUMNS, 'tr')}
+     from task_results tr
+     join task_stages ts on ts.id = tr.task_stage_id
+     join runs r on r.id = ts.run_id
+     join workspaces w on w.id = r.workspace_id
+    where tr.id = $1 and ${readableWorkspaceSql(2, 3)}`,
+);
+
 async function show(ctx: ApiContext): Promise<void> {
-  respond(ctx, 200, single(serializeTaskResult(await findResult(ctx))));
+  const [row] = await runPrepared<TaskResultRow>(await nativePool(ctx.state.em), READABLE_RESULT, [
+    ctx.params['task_result_id'] ?? '',
+    ...readableWorkspaceParams(ctx.state.principal),
+  ]);
+  respond(ctx, 200, single(serializeTaskResult(taskResultFromRow(orNotFound(row)))));
 }
 
 async function listOutcomes(ctx: ApiContext): Promise<void> {

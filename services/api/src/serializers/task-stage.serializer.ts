@@ -1,11 +1,36 @@
 import type { TaskResult, TaskStage } from '@runtasks/shared';
 import { selfLink, timestamp, toMany, toOne, type Resource } from '../http/jsonapi.ts';
 
+/** What a stage's document is made of: the entity, or a row read by a raw query (rows.ts). */
+export type TaskStageView = Pick<TaskStage, 'id' | 'status' | 'stage' | 'statusTimestamps' | 'createdAt' | 'updatedAt'> & {
+  run: { id: string };
+};
+
+/** What a result's document is made of: the entity, or a row read by a raw query (rows.ts). */
+export type TaskResultView = Pick<
+  TaskResult,
+  | 'id'
+  | 'message'
+  | 'status'
+  | 'statusTimestamps'
+  | 'url'
+  | 'createdAt'
+  | 'updatedAt'
+  | 'taskId'
+  | 'taskName'
+  | 'taskUrl'
+  | 'stage'
+  | 'isSpeculative'
+  | 'workspaceTaskId'
+  | 'enforcementLevel'
+  | 'outcomesCount'
+> & { taskStage: { id: string } };
+
 export interface TaskStagePermissions {
   canOverrideTasks: boolean;
 }
 
-export function serializeTaskStage(stage: TaskStage, resultIds: readonly string[], permissions: TaskStagePermissions): Resource {
+export function serializeTaskStage(stage: TaskStageView, resultIds: readonly string[], permissions: TaskStagePermissions): Resource {
   return {
     id: stage.id,
     type: 'task-stages',
@@ -31,7 +56,7 @@ export function serializeTaskStage(stage: TaskStage, resultIds: readonly string[
   };
 }
 
-export function serializeTaskResult(result: TaskResult): Resource {
+export function serializeTaskResult(result: TaskResultView): Resource {
   const stageRelationship = toOne('task-stages', result.taskStage.id);
   return {
     id: result.id,

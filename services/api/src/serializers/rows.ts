@@ -1,0 +1,92 @@
+import type { TaskStageView, TaskResultView } from './task-stage.serializer.ts';
+
+/**
+ * Rows of the raw read paths as the views the serializers take, without the ORM's hydration. The
+ * driver hands timestamps over as PostgreSQL prints them (MikroORM's type parsers keep them text).
+ */
+
+/** The task_results columns `taskResultFromRow` reads, for a select list (`prefix.` each). */
+export const TASK_RESULT_COLUMNS = [
+  'id',
+  'task_stage_id',
+  'task_id',
+  'workspace_task_id',
+  'task_name',
+  'task_url',
+  'enforcement_level',
+  'stage',
+  'is_speculative',
+  'status',
+  'status_timestamps',
+  'message',
+  'url',
+  'outcomes_count',
+  'created_at',
+  'updated_at',
+] as const;
+
+export type TaskResultRow = {
+  id: string;
+  task_stage_id: string;
+  task_id: string;
+  workspace_task_id: string | null;
+  task_name: string;
+  task_url: string;
+  enforcement_level: TaskResultView['enforcementLevel'];
+  stage: TaskResultView['stage'];
+  is_speculative: boolean;
+  status: TaskResultView['status'];
+  status_timestamps: TaskResultView['statusTimestamps'];
+  message: string | null;
+  url: string | null;
+  outcomes_count: number;
+  created_at: string | Date;
+  updated_at: string | Date;
+};
+
+export const columnList = (columns: readonly string[], alias: string): string => columns.map((column) => `${alias}.${column}`).join(', ');
+
+export const toDate = (value: string | Date): Date => (value instanceof Date ? value : new Date(value));
+
+export function taskResultFromRow(row: TaskResultRow): TaskResultView {
+  return {
+    id: row.id,
+    taskStage: { id: row.task_stage_id },
+    taskId: row.task_id,
+    workspaceTaskId: row.workspace_task_id,
+    taskName: row.task_name,
+    taskUrl: row.task_url,
+    enforcementLevel: row.enforcement_level,
+    stage: row.stage,
+    isSpeculative: row.is_speculative,
+    status: row.status,
+    statusTimestamps: row.status_timestamps,
+    message: row.message,
+    url: row.url,
+    outcomesCount: row.outcomes_count,
+    createdAt: toDate(row.created_at),
+    updatedAt: toDate(row.updated_at),
+  };
+}
+
+export interface TaskStageRow {
+  id: string;
+  run_id: string;
+  stage: TaskStageView['stage'];
+  status: TaskStageView['status'];
+  status_timestamps: TaskStageView['statusTimestamps'];
+  created_at: string | Date;
+  updated_at: string | Date;
+}
+
+export function taskStageFromRow(row: TaskStageRow): TaskStageView {
+  return {
+    id: row.id,
+    run: { id: row.run_id },
+    stage: row.stage,
+    status: row.status,
+    statusTimestamps: row.status_timestamps,
+    createdAt: toDate(row.created_at),
+    updatedAt: toDate(row.updated_at),
+  };
+}

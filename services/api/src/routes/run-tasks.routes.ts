@@ -1,12 +1,24 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { ENFORCEMENT_LEVELS, newId, notFound, RUN_STAGES, RunTask, WorkspaceTask, type Organization } from '@runtasks/shared';
+import {
+  ENFORCEMENT_LEVELS,
+  nativePool,
+  newId,
+  notFound,
+  prepared,
+  RUN_STAGES,
+  RunTask,
+  runPrepared,
+  WorkspaceTask,
+  type Organization,
+} from '@runtasks/shared';
 import { z } from 'zod';
 import { runTaskScope } from '../auth/run-task-scope.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
 import { single, type Resource } from '../http/jsonapi.ts';
-import { collection, parsePage } from '../http/pagination.ts';
+import { collection, parsePage, type Page } from '../http/pagination.ts';
+import { runTaskFromRow, type RunTaskRow } from '../serializers/rows.ts';
 import { serializeRunTask, serializeWorkspaceTask } from '../serializers/run-task.serializer.ts';
 import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
 import { assertEditionAllowsAnotherTask, isGlobalEntitled, verifyTaskEndpoint, workspaceTaskIdsOf } from '../services/run-task.service.ts';
@@ -131,7 +143,60 @@ async function create(ctx: ApiContext): Promise<void> {
   respond(ctx, 201, single(data[0] as Resource, included));
 }
 
+/**
+ * A page of an organization's tasks with their workspace-task ids, in one prepared statement: no rows
+ * when the organization is not the caller's ($2: theirs, null for the site admin), one row with a null
+ * task for a page past the end.
+ */
+const TASK_PAGE = prepared(
+  'run-task-page',
+  `select o.name as organization_name, o.run_task_count, (o.edition = 'standard' and o.global_run_tasks_enabled) as global_entitled,
+          t.id, t.name, t.url, t.description, t.category, t.enabled, t.global_enabled, t.global_stages, t.global_enforcement_level,
+          t.created_at, t.updated_at,
+          array(select wt.id from workspace_tasks wt where wt.task_id = t.id order by wt.created_at, wt.id)::text[] as workspace_task_ids
+     from organizations o
+     left join lateral (
+       select * from run_tasks rt where rt.organization_id = o.id order by rt.created_at, rt.id limit $3 offset $4) t on true
+    where o.name = $1 and ($2::text is null or o.id = $2)
+    order by t.created_at, t.id`,
+);
+
+type TaskPageRow = { organization_name: string; run_task_count: number; global_entitled: boolean; workspace_task_ids: string[] } & (
+  RunTaskRow | { [K in keyof RunTaskRow]: null }
+);
+
+/** The list as go-tfe and the provider ask for it (nothing included). */
+async function listPlain(ctx: ApiContext, page: Page): Promise<void> {
+  const principal = ctx.state.principal;
+  // Not the caller's organization, or not their tasks: one and the same 404.
+  if (!runTaskScope(principal)) throw notFound();
+  const rows = await runPrepared<TaskPageRow>(await nativePool(ctx.state.em), TASK_PAGE, [
+    ctx.params['organization_name'] ?? '',
+    principal.kind === 'admin' ? null : principal.organizationId,
+    page.size,
+    page.offset,
+  ]);
+  const first = orNotFound(rows[0]);
+  const view = { organizationName: first.organization_name, globalEntitled: first.global_entitled };
+  const data = rows.flatMap((row) =>
+    row.id === null ? [] : [serializeRunTask(runTaskFromRow(row), { ...view, workspaceTaskIds: row.workspace_task_ids })],
+  );
+  respond(ctx, 200, collection(data, page, first.run_task_count, publicRequestUrl(ctx)));
+}
+
+/** The page of a valid request that includes nothing; anything else takes the general path (and its errors, in its order). */
+function plainPage(ctx: ApiContext): Page | undefined {
+  try {
+    const page = parsePage(ctx.query);
+    return parseInclude(ctx.query, INCLUDES).size === 0 ? page : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 async function list(ctx: ApiContext): Promise<void> {
+  const plain = plainPage(ctx);
+  if (plain) return listPlain(ctx, plain);
   const organization = await findOrganization(ctx);
   const scope = runTaskScope(ctx.state.principal);
   if (!scope) throw notFound();

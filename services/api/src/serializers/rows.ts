@@ -1,3 +1,4 @@
+import type { RunTaskFields } from './run-task.serializer.ts';
 import type { TaskStageView, TaskResultView } from './task-stage.serializer.ts';
 
 /**
@@ -86,6 +87,36 @@ export function taskStageFromRow(row: TaskStageRow): TaskStageView {
     stage: row.stage,
     status: row.status,
     statusTimestamps: row.status_timestamps,
+    createdAt: toDate(row.created_at),
+    updatedAt: toDate(row.updated_at),
+  };
+}
+
+export interface RunTaskRow {
+  id: string;
+  name: string;
+  url: string;
+  description: string | null;
+  category: string;
+  enabled: boolean;
+  global_enabled: boolean;
+  global_stages: RunTaskFields['globalStages'];
+  global_enforcement_level: RunTaskFields['globalEnforcementLevel'];
+  created_at: string | Date;
+  updated_at: string | Date;
+}
+
+export function runTaskFromRow(row: RunTaskRow): RunTaskFields {
+  return {
+    id: row.id,
+    name: row.name,
+    url: row.url,
+    description: row.description,
+    category: row.category,
+    enabled: row.enabled,
+    globalEnabled: row.global_enabled,
+    globalStages: row.global_stages,
+    globalEnforcementLevel: row.global_enforcement_level,
     createdAt: toDate(row.created_at),
     updatedAt: toDate(row.updated_at),
   };

@@ -8,7 +8,23 @@ export interface RunTaskView {
   globalEntitled: boolean;
 }
 
-export function serializeRunTask(task: RunTask, view: RunTaskView): Resource {
+/** What a task's document is made of: the entity, or a row read by a raw query (rows.ts). */
+export type RunTaskFields = Pick<
+  RunTask,
+  | 'id'
+  | 'name'
+  | 'url'
+  | 'description'
+  | 'category'
+  | 'enabled'
+  | 'createdAt'
+  | 'updatedAt'
+  | 'globalEnabled'
+  | 'globalStages'
+  | 'globalEnforcementLevel'
+>;
+
+export function serializeRunTask(task: RunTaskFields, view: RunTaskView): Resource {
   const attributes: Record<string, unknown> = {
     name: task.name,
     url: task.url,

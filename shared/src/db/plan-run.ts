@@ -1,7 +1,7 @@
 import type { SqlRunner } from './prepared.ts';
 import { newId } from '../domain/ids.ts';
 import { planTaskStages, type PlannableTask } from '../domain/planner.ts';
-import type { EnforcementLevel, RunStage } from '../domain/statuses.ts';
+import { RUN_STAGES, type EnforcementLevel, type RunStage } from '../domain/statuses.ts';
 
 interface TaskRow {
   task_id: string;
@@ -25,38 +25,69 @@ const toPlannable = (row: TaskRow): PlannableTask => ({
   stages: row.stages,
 });
 
+/** What planning needs to know of the run, which the API has at hand when it creates one. */
+export interface PlanContext {
+  workspaceId: string;
+  organizationId: string;
+  planOnly: boolean;
+  /** The organization may use global run tasks (standard edition with them switched on). */
+  globalEntitled: boolean;
+}
+
+/**
+ * The workspace's attached tasks, then (when entitled) the organization's global ones, each in
+ * creation order: one statement. Parameters: workspace, organization, entitled to global tasks.
+ */
+const PLANNABLE_TASKS_SQL = `
+  select task_id, workspace_task_id, name, url, hmac_key_encrypted, enabled, enforcement_level, stages from (
+    select 0 as source, wt.created_at as at, wt.id as tiebreak, t.id as task_id, wt.id as workspace_task_id, t.name, t.url,
+           t.hmac_key_encrypted, t.enabled, wt.enforcement_level, wt.stages
+      from workspace_tasks wt join run_tasks t on t.id = wt.task_id
+     where wt.workspace_id = ?
+    union all
+    select 1, t.created_at, t.id, t.id, null, t.name, t.url, t.hmac_key_encrypted, t.enabled, t.global_enforcement_level, t.global_stages
+      from run_tasks t where t.organization_id = ? and ?::boolean and t.global_enabled) tasks
+  order by source, at, tiebreak`;
+
+export interface InsertedStage {
+  id: string;
+  stage: RunStage;
+}
+
 /**
  * Plans a run's task stages and results and inserts them idempotently: unique (run, stage) and
  * (stage, task) with ON CONFLICT DO NOTHING make a second call, by anyone, a no-op. Run inside the
- * transaction that creates the run (the API) or that repairs it (the worker).
+ * transaction that repairs a run (the worker), which knows only its id.
  */
-export async function insertPlannedStages(tx: SqlRunner, runId: string): Promise<number> {
+export async function insertPlannedStages(tx: SqlRunner, runId: string): Promise<InsertedStage[]> {
   const [run] = await tx.execute<{ workspace_id: string; organization_id: string; plan_only: boolean; global_entitled: boolean }[]>(
     `select r.workspace_id, r.organization_id, r.plan_only, (o.edition = 'standard' and o.global_run_tasks_enabled) as global_entitled
        from runs r join organizations o on o.id = r.organization_id where r.id = ?`,
     [runId],
   );
-  if (!run) return 0;
-  const workspaceTasks: TaskRow[] = await tx.execute(
-    `select t.id as task_id, wt.id as workspace_task_id, t.name, t.url, t.hmac_key_encrypted, t.enabled, wt.enforcement_level, wt.stages
-       from workspace_tasks wt join run_tasks t on t.id = wt.task_id
-      where wt.workspace_id = ? order by wt.created_at, wt.id`,
-    [run.workspace_id],
-  );
-  const globalTasks: TaskRow[] = run.global_entitled
-    ? await tx.execute(
-        `select t.id as task_id, null as workspace_task_id, t.name, t.url, t.hmac_key_encrypted, t.enabled,
-                t.global_enforcement_level as enforcement_level, t.global_stages as stages
-           from run_tasks t where t.organization_id = ? and t.global_enabled order by t.created_at, t.id`,
-        [run.organization_id],
-      )
-    : [];
+  if (!run) return [];
+  return insertPlannedStagesFor(tx, runId, {
+    workspaceId: run.workspace_id,
+    organizationId: run.organization_id,
+    planOnly: run.plan_only,
+    globalEntitled: run.global_entitled,
+  });
+}
+
+/**
+ * As insertPlannedStages, for a caller that knows the run: the API, in the transaction that creates
+ * it. Returns the run's stages in lifecycle order.
+ */
+export async function insertPlannedStagesFor(tx: SqlRunner, runId: string, run: PlanContext): Promise<InsertedStage[]> {
+  const tasks = await tx.execute<TaskRow[]>(PLANNABLE_TASKS_SQL, [run.workspaceId, run.organizationId, run.globalEntitled]);
+  const workspaceTasks = tasks.filter((task) => task.workspace_task_id !== null);
+  const globalTasks = tasks.filter((task) => task.workspace_task_id === null);
   const planned = planTaskStages({
     workspaceTasks: workspaceTasks.map(toPlannable),
     globalTasks: globalTasks.map(toPlannable),
-    speculative: run.plan_only,
+    speculative: run.planOnly,
   });
-  if (planned.length === 0) return 0;
+  if (planned.length === 0) return [];
   // Two statements whatever the number of stages and tasks: every stage, then (with their ids) every result.
   const inserted = await tx.execute<{ id: string; stage: RunStage }[]>(
     `insert into task_stages (id, run_id, stage, status, status_timestamps, version, created_at, updated_at)
@@ -69,8 +100,9 @@ export async function insertPlannedStages(tx: SqlRunner, runId: string): Promise
       ? inserted
       : await tx.execute<{ id: string; stage: RunStage }[]>(`select id, stage from task_stages where run_id = ?`, [runId]);
   const stageIds = new Map(stageRows.map((row) => [row.stage, row.id]));
+  const stages = [...stageRows].sort((a, b) => RUN_STAGES.indexOf(a.stage) - RUN_STAGES.indexOf(b.stage));
   const rows = planned.flatMap(({ stage, tasks }) => tasks.map((task) => ({ stage, task })));
-  if (rows.length === 0) return 0;
+  if (rows.length === 0) return stages;
   // created_at keeps the planned order (results are listed by it): one clock reading per row as
   // before, plus the row's position in microseconds so rows inserted within the same microsecond stay ordered.
   await tx.execute(
@@ -94,10 +126,10 @@ export async function insertPlannedStages(tx: SqlRunner, runId: string): Promise
       task.hmacKeyEncrypted,
       task.enforcementLevel,
       stage,
-      run.plan_only,
+      run.planOnly,
       index,
       index,
     ]),
   );
-  return rows.length;
+  return stages;
 }

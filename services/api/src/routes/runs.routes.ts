@@ -136,7 +136,7 @@ async function create(ctx: ApiContext): Promise<void> {
   const { attributes, relationships } = parseWith(createSchema, ctx.request.body).data;
   const workspace = await findWorkspace(ctx, 'runs:plan', { id: relationships.workspace.data.id });
   const configurationVersion = await uploadedConfigurationVersion(ctx, workspace.id, relationships['configuration-version']?.data?.id);
-  const run = await createRun(ctx.state.em, workspace, {
+  const { run, stageIds } = await createRun(ctx.state.em, workspace, {
     message: attributes.message ?? 'Queued manually via the API',
     // A speculative configuration version makes a speculative (plan-only) run, as in HCP.
     planOnly: (attributes['plan-only'] ?? false) || (configurationVersion?.speculative ?? false),
@@ -146,17 +146,7 @@ async function create(ctx: ApiContext): Promise<void> {
     configurationVersionId: configurationVersion?.id ?? null,
     createdBy: ctx.state.principal.tokenId,
   });
-  const stages = (await stagesOf(ctx, [run])).get(run.id) ?? [];
-  respond(
-    ctx,
-    201,
-    single(
-      serializeRun(
-        run,
-        stages.map((stage) => stage.id),
-      ),
-    ),
-  );
+  respond(ctx, 201, single(serializeRun(run, stageIds)));
 }
 
 async function show(ctx: ApiContext): Promise<void> {

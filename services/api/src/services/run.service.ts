@@ -1,8 +1,9 @@
+import { wrap } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import {
   conflict,
   DB_NOW_ISO,
-  insertPlannedStages,
+  insertPlannedStagesFor,
   JOBS,
   newId,
   recordOutboxEvent,
@@ -13,6 +14,7 @@ import {
   type RunAction,
   type Workspace,
 } from '@runtasks/shared';
+import { isGlobalEntitled } from './run-task.service.ts';
 
 export interface CreateRunInput {
   message: string;
@@ -28,10 +30,13 @@ export interface CreateRunInput {
  * Creates a run with its task stages and results (status `pending`) and its `run.created` outbox
  * event in one transaction. Redis is not touched: the worker's relay publishes the event after
  * commit (woken by NOTIFY), so a crash at any point either loses nothing or creates nothing.
+ * Returns the run and its stages' ids in lifecycle order.
  */
-export async function createRun(em: EntityManager, workspace: Workspace, input: CreateRunInput): Promise<Run> {
+export async function createRun(em: EntityManager, workspace: Workspace, input: CreateRunInput): Promise<{ run: Run; stageIds: string[] }> {
   return em.transactional(async (tx) => {
     const organization = workspace.organization;
+    // Loaded with the workspace by the API's lookups; read here only when a caller did not.
+    if (!wrap(organization).isInitialized()) await wrap(organization).init();
     const run = tx.create(Run, {
       id: newId('run'),
       organization,
@@ -47,9 +52,14 @@ export async function createRun(em: EntityManager, workspace: Workspace, input: 
       createdBy: input.createdBy,
     });
     await tx.flush();
-    await insertPlannedStages(tx, run.id);
+    const stages = await insertPlannedStagesFor(tx, run.id, {
+      workspaceId: workspace.id,
+      organizationId: organization.id,
+      planOnly: input.planOnly,
+      globalEntitled: isGlobalEntitled(organization),
+    });
     await recordOutboxEvent(tx, JOBS.runCreated, run.id);
-    return run;
+    return { run, stageIds: stages.map((stage) => stage.id) };
   });
 }
 

@@ -9,7 +9,6 @@ import {
   OUTBOX_CHANNEL,
   prepared,
   runPrepared,
-  TaskResult,
   unauthorized,
   type Queryable,
 } from '@runtasks/shared';
@@ -18,6 +17,7 @@ import { bearerToken } from '../auth/authenticate.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { single } from '../http/jsonapi.ts';
+import { columnList, TASK_RESULT_COLUMNS, taskResultFromRow, type TaskResultRow } from '../serializers/rows.ts';
 import { serializeTaskResult } from '../serializers/task-stage.serializer.ts';
 import { respond, type RouteDef } from './define.ts';
 import { characters, safeText } from './schemas.ts';
@@ -60,29 +60,8 @@ type OutcomeInput = z.output<typeof outcome>;
 
 const flatten = (item: OutcomeInput): z.output<typeof outcomeAttributes> => ('attributes' in item ? item.attributes : item);
 
-/** The result's columns the response is built from. */
-const RESULT_COLUMNS = [
-  'id',
-  'task_stage_id',
-  'task_id',
-  'workspace_task_id',
-  'task_name',
-  'task_url',
-  'enforcement_level',
-  'stage',
-  'is_speculative',
-  'status',
-  'status_timestamps',
-  'message',
-  'url',
-  'outcomes_count',
-  'version',
-  'created_at',
-  'updated_at',
-] as const;
-
 /** The result as the callback statement left it (null columns when it did not change it), with what the statement saw. */
-type CallbackRow = Record<(typeof RESULT_COLUMNS)[number], unknown> & {
+type CallbackRow = (TaskResultRow | { [K in keyof TaskResultRow]: null }) & {
   locked_status: string;
   locked_expired: boolean;
 };
@@ -115,7 +94,7 @@ const CALLBACK = prepared(
             outcomes_count = tr.outcomes_count + $7::int, version = tr.version + 1, updated_at = now()
        from siblings me
       where tr.id = $1 and me.id = tr.id and me.status in ('pending', 'running') and not me.expired
-     returning ${RESULT_COLUMNS.map((column) => `tr.${column}`).join(', ')}),
+     returning ${columnList(TASK_RESULT_COLUMNS, 'tr')}),
    event as (
      insert into outbox_events (topic, aggregate_id, payload, created_at, publish_attempts)
      select $8::text, t.run_id, jsonb_build_object('runId', t.run_id), now(), 0 from target t
@@ -124,7 +103,7 @@ const CALLBACK = prepared(
      returning aggregate_id),
    notified as (select pg_notify($9::text, aggregate_id) from event)
    select me.status as locked_status, me.expired as locked_expired, (select count(*) from notified) as woke,
-          ${RESULT_COLUMNS.map((column) => `u.${column}`).join(', ')}
+          ${columnList(TASK_RESULT_COLUMNS, 'u')}
      from target t join siblings me on me.id = $1 left join updated u on true`,
 );
 
@@ -204,17 +183,17 @@ async function callback(ctx: ApiContext): Promise<void> {
     JOBS.runAdvance,
     OUTBOX_CHANNEL,
   ];
-  const apply = async (client: Queryable): Promise<Record<string, unknown>> => {
+  const apply = async (client: Queryable): Promise<TaskResultRow> => {
     const [row] = await runPrepared<CallbackRow>(client, CALLBACK, values);
     if (!row) throw unauthorized();
     if (row.id === null) throw refusal(row.locked_status, row.locked_expired) ?? unauthorized();
     await insertOutcomes(client, resultId, outcomes);
-    return Object.fromEntries(RESULT_COLUMNS.map((column) => [column, row[column]]));
+    return row;
   };
   const pool = await nativePool(ctx.state.em);
   // Without outcomes the statement is the whole change; with them, they commit with it or not at all.
   const updated = await withDeadlockRetry(() => (outcomes.length === 0 ? apply(pool) : inTransaction(pool, apply)));
-  respond(ctx, 200, single(serializeTaskResult(ctx.state.em.fork().map(TaskResult, updated))));
+  respond(ctx, 200, single(serializeTaskResult(taskResultFromRow(updated))));
 }
 
 export const callbackRoutes: RouteDef[] = [

@@ -126,4 +126,26 @@ describe('callbacks wake the run once per stage', () => {
     }
     expect(await wakeEvents(runId)).toBe(0);
   });
+
+  it('an unpaired surrogate escape in an outcome is a 422 at its pointer, and changes nothing', async () => {
+    const { runId, results } = await runWithOpenResults();
+    const [first] = results as [{ id: string; token: string }];
+    const response = await api(h, 'patch', `/task-results/${first.id}/callback`, first.token, {
+      data: {
+        type: 'task-results',
+        attributes: { status: 'passed', outcomes: [{ 'outcome-id': 'o-1', tags: { Severity: [{ label: '\ud800' }] } }] },
+      },
+    });
+    expect(response.status).toBe(422);
+    expect(response.body.errors[0].source.pointer).toBe('/data/attributes/outcomes/0/tags/Severity/0/label');
+    const [row] = await h.orm.em
+      .fork()
+      .getConnection()
+      .execute<{ status: string; outcomes: string }[]>(
+        `select status, (select count(*) from task_result_outcomes where task_result_id = ?) as outcomes from task_results where id = ?`,
+        [first.id, first.id],
+      );
+    expect(row).toEqual({ status: 'running', outcomes: '0' });
+    expect(await wakeEvents(runId)).toBe(0);
+  });
 });

@@ -30,16 +30,16 @@ function nestsDeeperThan(value: unknown, max: number): boolean {
   return false;
 }
 
-/** jsonb cannot hold NUL (in keys or strings): found iteratively, so deep nesting cannot overflow the stack. */
-function containsNul(value: unknown): boolean {
+/** Whether any key or string of a JSON value matches: iterative, so deep nesting cannot overflow the stack. */
+function someString(value: unknown, matches: (text: string) => boolean): boolean {
   const pending: unknown[] = [value];
   while (pending.length > 0) {
     const item = pending.pop();
     if (typeof item === 'string') {
-      if (item.includes('\u0000')) return true;
+      if (matches(item)) return true;
     } else if (item !== null && typeof item === 'object') {
       for (const [key, child] of Object.entries(item)) {
-        if (key.includes('\u0000')) return true;
+        if (matches(key)) return true;
         pending.push(child);
       }
     }
@@ -58,7 +58,12 @@ const createSchema = resourceDocument(
       // A plan JSON document served to task servers at plan_json_api_url; otherwise a minimal one is.
       'plan-json': z
         .record(z.string(), z.unknown())
-        .refine((value) => !containsNul(value), 'must not contain NUL characters')
+        // jsonb holds neither NUL nor an unpaired surrogate, in keys or strings.
+        .refine((value) => !someString(value, (text) => text.includes('\u0000')), 'must not contain NUL characters')
+        .refine(
+          (value) => !someString(value, (text) => !text.isWellFormed()),
+          'must be well-formed Unicode (no unpaired surrogate escapes)',
+        )
         .refine((value) => !nestsDeeperThan(value, MAX_PLAN_DEPTH), `must not nest deeper than ${MAX_PLAN_DEPTH} levels`)
         .optional(),
     })

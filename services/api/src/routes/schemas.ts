@@ -3,12 +3,18 @@ import { z } from 'zod';
 /** `true`/`false`, also as strings: HCP's own samples send strings for booleans (DESIGN §3). */
 export const flexibleBoolean = z.union([z.boolean(), z.enum(['true', 'false']).transform((value) => value === 'true')]);
 
-/** PostgreSQL text cannot hold NUL; rejecting it here keeps a driver error (a 500) out of reach. */
+const WELL_FORMED = 'must be well-formed Unicode (no unpaired surrogate escapes)';
+
+/**
+ * PostgreSQL text cannot hold NUL, and JSON(B) cannot hold an unpaired surrogate (a `\ud800` escape in
+ * the body): rejecting both here keeps a driver error (a 500) out of reach.
+ */
 export const safeText = (max: number) =>
   z
     .string()
     .max(max, `must be at most ${max} characters`)
-    .refine((value) => !value.includes('\u0000'), 'must not contain NUL characters');
+    .refine((value) => !value.includes('\u0000'), 'must not contain NUL characters')
+    .refine((value) => value.isWellFormed(), WELL_FORMED);
 
 export const identifier = (type: string) => z.object({ type: z.literal(type), id: safeText(64).min(1) });
 
@@ -41,7 +47,8 @@ export const characters = (max: number) =>
   z
     .string()
     .refine((value) => [...value].length <= max, `must be at most ${max} characters`)
-    .refine((value) => !value.includes('\u0000'), 'must not contain NUL characters');
+    .refine((value) => !value.includes('\u0000'), 'must not contain NUL characters')
+    .refine((value) => value.isWellFormed(), WELL_FORMED);
 
 export const httpUrl = z
   .string()

@@ -73,7 +73,8 @@ type CallbackRow = (TaskResultRow | { [K in keyof TaskResultRow]: null }) & {
  * (they take turns on these locks), and exactly that one records the run's wake-up. Earlier verdicts
  * cannot let the run move; a result that ends another way (a deadline, the dispatcher) wakes the run itself.
  * $1 result id, $2 token hash, $3 status, $4 message, $5 url, $6 progress timeout (s), $7 outcomes,
- * $8 the wake-up's topic, $9 the NOTIFY channel.
+ * $8 the wake-up's topic, $9 the NOTIFY channel. `woke` is selected so that `notified` runs: a plain
+ * SELECT in WITH runs only when something reads it.
  */
 const CALLBACK = prepared(
   'callback',

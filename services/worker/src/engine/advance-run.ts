@@ -127,7 +127,7 @@ const RUN_SNAPSHOT = prepared(
 
 /**
  * Whether the run has nothing to do now, judged from one consistent snapshot (one statement) without
- * a lock or a transaction. Most wake-ups are of this kind (every callback of a stage but the last).
+ * a lock or a transaction. Many wake-ups are of this kind (a sweeper pass, a deadline moved on by progress).
  * Waiting is safe to conclude lock-free: whatever later lets the run move (a callback, a deadline, an
  * override, an action) commits first and then wakes it again. Runs to repair or that ended take the
  * locked path as before.

@@ -46,6 +46,8 @@ export interface RunningWorker {
 interface JobData {
   runId?: string;
   resultId?: string;
+  /** task.deadline: the stage whose results' progress deadline it is (a result's id in older jobs). */
+  stageId?: string;
 }
 
 /** Jobs are wake-up signals: a failed one is retried a few times, and the sweeper re-drives anything lost. */
@@ -113,7 +115,10 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     async [JOBS.taskDeadline](job) {
       // Woken at the progress deadline; a deadline extended by progress callbacks makes this a no-op
       // (the sweeper catches the later one).
-      const runIds = await expireResults(deps.orm.em.fork(), job.data.resultId ?? '');
+      const runIds = await expireResults(
+        deps.orm.em.fork(),
+        job.data.stageId ? { stageId: job.data.stageId } : { resultId: job.data.resultId ?? '' },
+      );
       await Promise.all(runIds.map(enqueueAdvance));
       return runIds.length;
     },
@@ -130,19 +135,21 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     const toDispatch = await advanceRun(deps.orm.em.fork(), runId, executor, deadlines, { precheck: job.name !== JOBS.runCreated });
     deps.logger.debug({ jobId: job.id, jobName: job.name, runId, dispatching: toDispatch.length }, 'run advanced');
     // After commit: a crash before these are added is repaired by the sweeper (next_attempt_at is set).
-    // The dispatch jobs, then the deadline jobs, in one round trip to Redis (one pipeline).
+    // A dispatch job per result, then one deadline job per started stage (its results share the
+    // deadline; one extended by progress is the sweeper's), in one round trip to Redis (one pipeline).
     if (toDispatch.length === 0) return 0;
     const deadlineDelay = deadlines.progressTimeoutSeconds * 1000 + 50;
+    const stageIds = [...new Set(toDispatch.map((result) => result.stageId))];
     await queue.addBulk([
-      ...toDispatch.map((resultId) => ({
+      ...toDispatch.map(({ id: resultId }) => ({
         name: JOBS.taskDispatch,
         data: { resultId },
         opts: { jobId: taskDispatchJobId(resultId, 1), delay: 0, ...JOB_OPTIONS },
       })),
-      ...toDispatch.map((resultId) => ({
+      ...stageIds.map((stageId) => ({
         name: JOBS.taskDeadline,
-        data: { resultId },
-        opts: { jobId: `task-deadline.${resultId}`, delay: deadlineDelay, ...JOB_OPTIONS },
+        data: { stageId },
+        opts: { jobId: `task-deadline.${stageId}`, delay: deadlineDelay, ...JOB_OPTIONS },
       })),
     ]);
     return toDispatch.length;

@@ -57,6 +57,12 @@ function timestampsSql(keys: readonly string[]): string {
 
 const MAX_STEPS = 32;
 
+/** A result the advance started, to dispatch; its stage's deadline is scheduled once for all of them. */
+export interface StartedResult {
+  id: string;
+  stageId: string;
+}
+
 /** A run's stages and their results in one query. */
 const RUN_STAGES = prepared(
   'run-stages',
@@ -152,8 +158,8 @@ async function nothingToDo(em: EntityManager, runId: string): Promise<boolean> {
 /**
  * Moves a run as far as it can go now, under a row lock on the run so concurrent workers take turns.
  * Every step is decided by the pure `nextRunStep` and applied with conditional updates, so running
- * this twice (a duplicated job, a sweeper re-drive) is harmless. Returns the results to dispatch,
- * which the caller enqueues after commit.
+ * this twice (a duplicated job, a sweeper re-drive) is harmless. Returns the results to dispatch
+ * (with their stages, whose deadlines the caller schedules), which the caller enqueues after commit.
  */
 export async function advanceRun(
   em: EntityManager,
@@ -161,7 +167,7 @@ export async function advanceRun(
   executor: RunExecutor,
   deadlines: DeadlineSettings,
   options: { precheck?: boolean } = {},
-): Promise<string[]> {
+): Promise<StartedResult[]> {
   // `precheck: false` when the caller knows there is work (a new run always moves): no extra statement.
   if ((options.precheck ?? true) && (await nothingToDo(em, runId))) return [];
   // On a client of its own (not the unit of work): its hot statements are prepared (see prepared.ts).
@@ -203,7 +209,7 @@ export async function advanceRun(
       stage.status = status;
       stage.status_timestamps = { ...stage.status_timestamps, [key]: stage.status_timestamps[key] ?? new Date().toISOString() };
     };
-    const write = async (): Promise<string[]> => {
+    const write = async (): Promise<StartedResult[]> => {
       const parts: string[] = [];
       const params: unknown[] = [];
       for (const [id, stage] of stageWrites) {
@@ -219,7 +225,7 @@ export async function advanceRun(
           `started as (update task_results set status = 'running', status_timestamps = ${timestampsSql(['running-at'])},
              version = version + 1, updated_at = now(), progress_deadline = now() + make_interval(secs => ?),
              hard_deadline = now() + make_interval(secs => ?), next_attempt_at = now()
-           where task_stage_id in (${startedStages.map(() => '?').join(', ')}) and status = 'pending' returning id)`,
+           where task_stage_id in (${startedStages.map(() => '?').join(', ')}) and status = 'pending' returning id, task_stage_id)`,
         );
         params.push('running-at', deadlines.progressTimeoutSeconds, deadlines.maxRuntimeSeconds, ...startedStages);
       }
@@ -232,11 +238,11 @@ export async function advanceRun(
         params.push(snapshot.status, ...keys, runTransitions.length, runId);
       }
       if (parts.length === 0) return [];
-      const started = await tx.execute<{ id: string }[]>(
-        `with ${parts.join(',\n')} ${startedStages.length > 0 ? 'select id from started' : 'select null as id where false'}`,
+      const started = await tx.execute<{ id: string; task_stage_id: string }[]>(
+        `with ${parts.join(',\n')} ${startedStages.length > 0 ? 'select id, task_stage_id from started' : 'select null as id, null as task_stage_id where false'}`,
         params,
       );
-      return started.map((row) => row.id);
+      return started.map((row) => ({ id: row.id, stageId: row.task_stage_id }));
     };
 
     for (let step: RunStep = nextRunStep(snapshot, stageSnapshots()), count = 0; step.kind !== 'wait' && count < MAX_STEPS; count += 1) {

@@ -14,15 +14,21 @@ export interface SweepResult {
  */
 /**
  * Ends results past their progress deadline or hard deadline as `errored` (one conditional update, so
- * a callback racing the deadline and this agree on exactly one terminal transition). Returns their runs.
+ * a callback racing the deadline and this agree on exactly one terminal transition): every such result,
+ * or those of one stage or one result (a deadline job). Returns their runs.
  */
-export async function expireResults(em: EntityManager, resultId?: string): Promise<string[]> {
+export async function expireResults(
+  em: EntityManager,
+  only: { resultId: string } | { stageId: string } | undefined = undefined,
+): Promise<string[]> {
+  const [filter, params] =
+    only === undefined ? ['', []] : 'stageId' in only ? ['and tr.task_stage_id = ?', [only.stageId]] : ['and tr.id = ?', [only.resultId]];
   const rows = await em.execute<{ run_id: string }[]>(
     `with due as (
        -- Locked in id order, as callbacks lock a stage's results, so the two never deadlock.
        select tr.id from task_results tr
         where tr.status in ('pending', 'running') and (tr.progress_deadline < now() or tr.hard_deadline < now())
-          ${resultId ? 'and tr.id = ?' : ''}
+          ${filter}
         order by tr.id for update),
      expired as (
        update task_results tr set status = 'errored',
@@ -33,7 +39,7 @@ export async function expireResults(em: EntityManager, resultId?: string): Promi
          from due where tr.id = due.id and tr.status in ('pending', 'running')
         returning tr.task_stage_id)
      select distinct ts.run_id from expired e join task_stages ts on ts.id = e.task_stage_id`,
-    resultId ? [resultId] : [],
+    params,
   );
   return rows.map((row) => row.run_id);
 }

@@ -17,7 +17,7 @@ import { bearerToken } from '../auth/authenticate.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { single } from '../http/jsonapi.ts';
-import { columnList, TASK_RESULT_COLUMNS, taskResultFromRow, type TaskResultRow } from '../serializers/rows.ts';
+import { columnList, TASK_RESULT_COLUMNS, taskResultFromRow, type Absent, type TaskResultRow } from '../serializers/rows.ts';
 import { serializeTaskResult } from '../serializers/task-stage.serializer.ts';
 import { respond, type RouteDef } from './define.ts';
 import { characters, safeText } from './schemas.ts';
@@ -61,7 +61,7 @@ type OutcomeInput = z.output<typeof outcome>;
 const flatten = (item: OutcomeInput): z.output<typeof outcomeAttributes> => ('attributes' in item ? item.attributes : item);
 
 /** The result as the callback statement left it (null columns when it did not change it), with what the statement saw. */
-type CallbackRow = (TaskResultRow | { [K in keyof TaskResultRow]: null }) & {
+type CallbackRow = (TaskResultRow | Absent<TaskResultRow>) & {
   locked_status: string;
   locked_expired: boolean;
 };

@@ -18,7 +18,7 @@ import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
 import { single, type Resource } from '../http/jsonapi.ts';
 import { collection, parsePage, type Page } from '../http/pagination.ts';
-import { runTaskFromRow, type RunTaskRow } from '../serializers/rows.ts';
+import { runTaskFromRow, type Absent, type RunTaskRow } from '../serializers/rows.ts';
 import { serializeRunTask, serializeWorkspaceTask } from '../serializers/run-task.serializer.ts';
 import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
 import { assertEditionAllowsAnotherTask, isGlobalEntitled, verifyTaskEndpoint, workspaceTaskIdsOf } from '../services/run-task.service.ts';
@@ -162,7 +162,7 @@ const TASK_PAGE = prepared(
 );
 
 type TaskPageRow = { organization_name: string; run_task_count: number; global_entitled: boolean; workspace_task_ids: string[] } & (
-  RunTaskRow | { [K in keyof RunTaskRow]: null }
+  RunTaskRow | Absent<RunTaskRow>
 );
 
 /** The list as go-tfe and the provider ask for it (nothing included). */

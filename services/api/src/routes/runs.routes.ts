@@ -13,7 +13,7 @@ import { serializeTaskStage } from '../serializers/task-stage.serializer.ts';
 import { applyRunAction, createRun } from '../services/run.service.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { findWorkspace } from './workspaces.routes.ts';
-import { flexibleBoolean, relationshipTo, resourceDocument, safeText } from './schemas.ts';
+import { flexibleBoolean, NO_NUL, relationshipTo, resourceDocument, safeText, WELL_FORMED } from './schemas.ts';
 
 /** How deep a plan document may nest: JSON.stringify (MikroORM, Koa, the worker) recurses, and a few thousand levels overflow the stack. */
 export const MAX_PLAN_DEPTH = 512;
@@ -59,11 +59,8 @@ const createSchema = resourceDocument(
       'plan-json': z
         .record(z.string(), z.unknown())
         // jsonb holds neither NUL nor an unpaired surrogate, in keys or strings.
-        .refine((value) => !someString(value, (text) => text.includes('\u0000')), 'must not contain NUL characters')
-        .refine(
-          (value) => !someString(value, (text) => !text.isWellFormed()),
-          'must be well-formed Unicode (no unpaired surrogate escapes)',
-        )
+        .refine((value) => !someString(value, (text) => text.includes('\u0000')), NO_NUL)
+        .refine((value) => !someString(value, (text) => !text.isWellFormed()), WELL_FORMED)
         .refine((value) => !nestsDeeperThan(value, MAX_PLAN_DEPTH), `must not nest deeper than ${MAX_PLAN_DEPTH} levels`)
         .optional(),
     })

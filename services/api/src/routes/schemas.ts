@@ -3,7 +3,8 @@ import { z } from 'zod';
 /** `true`/`false`, also as strings: HCP's own samples send strings for booleans (DESIGN §3). */
 export const flexibleBoolean = z.union([z.boolean(), z.enum(['true', 'false']).transform((value) => value === 'true')]);
 
-const WELL_FORMED = 'must be well-formed Unicode (no unpaired surrogate escapes)';
+export const NO_NUL = 'must not contain NUL characters';
+export const WELL_FORMED = 'must be well-formed Unicode (no unpaired surrogate escapes)';
 
 /**
  * PostgreSQL text cannot hold NUL, and JSON(B) cannot hold an unpaired surrogate (a `\ud800` escape in
@@ -13,7 +14,7 @@ export const safeText = (max: number) =>
   z
     .string()
     .max(max, `must be at most ${max} characters`)
-    .refine((value) => !value.includes('\u0000'), 'must not contain NUL characters')
+    .refine((value) => !value.includes('\u0000'), NO_NUL)
     .refine((value) => value.isWellFormed(), WELL_FORMED);
 
 export const identifier = (type: string) => z.object({ type: z.literal(type), id: safeText(64).min(1) });
@@ -47,14 +48,14 @@ export const characters = (max: number) =>
   z
     .string()
     .refine((value) => [...value].length <= max, `must be at most ${max} characters`)
-    .refine((value) => !value.includes('\u0000'), 'must not contain NUL characters')
+    .refine((value) => !value.includes('\u0000'), NO_NUL)
     .refine((value) => value.isWellFormed(), WELL_FORMED);
 
 export const httpUrl = z
   .string()
   .max(2048, 'must be at most 2048 characters')
   // The URL parser percent-encodes a NUL, but the value is stored as given: PostgreSQL text cannot hold it.
-  .refine((value) => !value.includes('\u0000'), 'must not contain NUL characters')
+  .refine((value) => !value.includes('\u0000'), NO_NUL)
   .refine((value) => {
     try {
       const url = new URL(value);

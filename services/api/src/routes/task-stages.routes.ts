@@ -19,7 +19,7 @@ import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
 import { single, type Resource } from '../http/jsonapi.ts';
 import { collection, parsePage, type Page } from '../http/pagination.ts';
-import { taskStageFromRow, type TaskStageRow } from '../serializers/rows.ts';
+import { taskStageFromRow, type Absent, type TaskStageRow } from '../serializers/rows.ts';
 import { serializeRun } from '../serializers/run.serializer.ts';
 import { serializeTaskResult, serializeTaskStage } from '../serializers/task-stage.serializer.ts';
 import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
@@ -88,7 +88,7 @@ const READABLE_RUN_STAGES = prepared(
     where r.id = $1 and ${readableWorkspaceSql(2, 3)}`,
 );
 
-type RunStageRow = { organization_id: string; result_ids: string[] } & (TaskStageRow | { [K in keyof TaskStageRow]: null });
+type RunStageRow = { organization_id: string; result_ids: string[] } & (TaskStageRow | Absent<TaskStageRow>);
 
 /** The list as go-tfe asks for it (nothing included): the common case, read in one statement. */
 async function listForRunPlain(ctx: ApiContext, page: Page): Promise<void> {

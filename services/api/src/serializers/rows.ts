@@ -45,9 +45,12 @@ export type TaskResultRow = {
   updated_at: string | Date;
 };
 
+/** A row of a left join that found nothing: every column of `T` null. */
+export type Absent<T> = { [K in keyof T]: null };
+
 export const columnList = (columns: readonly string[], alias: string): string => columns.map((column) => `${alias}.${column}`).join(', ');
 
-export const toDate = (value: string | Date): Date => (value instanceof Date ? value : new Date(value));
+const toDate = (value: string | Date): Date => (value instanceof Date ? value : new Date(value));
 
 export function taskResultFromRow(row: TaskResultRow): TaskResultView {
   return {

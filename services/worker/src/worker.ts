@@ -19,7 +19,7 @@ import {
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { advanceRun } from './engine/advance-run.ts';
-import { dispatchResult } from './engine/dispatch.ts';
+import { ATTEMPT_LEASE_MS, deliverClaimed, dispatchResult, issueToken, tokenOf, type DispatchOutcome } from './engine/dispatch.ts';
 import { immediateExecutor, type RunExecutor } from './engine/executor.ts';
 import { expireResults, sweep } from './engine/sweeper.ts';
 import { JOB_RETENTION, OutboxRelay } from './outbox-relay.ts';
@@ -45,6 +45,11 @@ export interface RunningWorker {
 
 interface JobData {
   runId?: string;
+  /**
+   * run.advance: a wake-up that may find nothing to do (the sweeper's, a deadline's, a failed delivery's),
+   * so the run is looked at lock-free first. Those recorded in the outbox follow a change that lets the run move.
+   */
+  mayBeIdle?: boolean;
   resultId?: string;
   /** task.deadline: the stage whose results' progress deadline it is (a result's id in older jobs). */
   stageId?: string;
@@ -72,9 +77,11 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
   const workerClient = connection();
   const taskClient = deps.taskClient ?? createTaskClient({ allowlist: deps.config.taskDestinationAllowlist });
   const executor = deps.executor ?? immediateExecutor;
-  const deadlines = {
+  const settings = {
     progressTimeoutSeconds: deps.config.taskProgressTimeoutSeconds,
     maxRuntimeSeconds: deps.config.taskMaxRuntimeSeconds,
+    attemptLeaseSeconds: ATTEMPT_LEASE_MS / 1000,
+    issueToken: () => issueToken(deps.secrets),
   };
   const metrics = deps.metrics ?? new Metrics();
   const dispatchDeps = {
@@ -89,7 +96,8 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
   };
   const graceSeconds = Math.max(1, (2 * deps.config.sweeperIntervalMs) / 1000);
 
-  const enqueueAdvance = (runId: string) => queue.add(JOBS.runAdvance, { runId }, { jobId: advanceJobId(runId), ...JOB_OPTIONS });
+  const enqueueAdvance = (runId: string) =>
+    queue.add(JOBS.runAdvance, { runId, mayBeIdle: true }, { jobId: advanceJobId(runId), ...JOB_OPTIONS });
   const enqueueDispatch = (resultId: string, attempt: number, delay = 0) =>
     queue.add(JOBS.taskDispatch, { resultId }, { jobId: taskDispatchJobId(resultId, attempt), delay, ...JOB_OPTIONS });
   // Not the deterministic id: the lost job may still hold it (active in a crashed worker until BullMQ's
@@ -108,8 +116,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
       const resultId = job.data.resultId ?? '';
       const outcome = await dispatchResult(deps.orm.em.fork(), dispatchDeps, resultId);
       deps.logger.debug({ jobId: job.id, taskResultId: resultId, outcome: outcome.kind }, 'task dispatch');
-      if (outcome.kind === 'retry') await enqueueDispatch(resultId, outcome.attempt, outcome.delayMs);
-      if (outcome.kind === 'final') await enqueueAdvance(outcome.runId);
+      await followUp(resultId, outcome);
       return outcome.kind;
     },
     async [JOBS.taskDeadline](job) {
@@ -129,30 +136,44 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     },
   };
 
+  /** What a delivery attempt leaves to do: a retry later, or the run's next step once its result ended. */
+  async function followUp(resultId: string, outcome: DispatchOutcome): Promise<void> {
+    if (outcome.kind === 'retry') await enqueueDispatch(resultId, outcome.attempt, outcome.delayMs);
+    if (outcome.kind === 'final') await enqueueAdvance(outcome.runId);
+  }
+
   async function processAdvance(job: Job<JobData>): Promise<number> {
     const runId = job.data.runId ?? '';
-    // A run.created job finds a pending run, which always moves: no lock-free look first.
-    const toDispatch = await advanceRun(deps.orm.em.fork(), runId, executor, deadlines, { precheck: job.name !== JOBS.runCreated });
-    deps.logger.debug({ jobId: job.id, jobName: job.name, runId, dispatching: toDispatch.length }, 'run advanced');
-    // After commit: a crash before these are added is repaired by the sweeper (next_attempt_at is set).
-    // A dispatch job per result, then one deadline job per started stage (its results share the
-    // deadline; one extended by progress is the sweeper's), in one round trip to Redis (one pipeline).
-    if (toDispatch.length === 0) return 0;
-    const deadlineDelay = deadlines.progressTimeoutSeconds * 1000 + 50;
-    const stageIds = [...new Set(toDispatch.map((result) => result.stageId))];
-    await queue.addBulk([
-      ...toDispatch.map(({ id: resultId }) => ({
-        name: JOBS.taskDispatch,
-        data: { resultId },
-        opts: { jobId: taskDispatchJobId(resultId, 1), delay: 0, ...JOB_OPTIONS },
-      })),
-      ...stageIds.map((stageId) => ({
+    const em = deps.orm.em.fork();
+    // Outbox events (a new run, a stage's last verdict, an override, an action) always find work: no lock-free look first.
+    const started = await advanceRun(em, runId, executor, settings, { precheck: job.data.mayBeIdle === true });
+    deps.logger.debug({ jobId: job.id, jobName: job.name, runId, dispatching: started.length }, 'run advanced');
+    if (started.length === 0) return 0;
+    // After commit, the started results' first attempts, claimed by the advance, are delivered here (no
+    // job in between); a crash before they end leaves leases the sweeper re-drives when they expire.
+    // Meanwhile one deadline job per started stage (its results share the deadline; one extended by
+    // progress is the sweeper's).
+    const deadlineDelay = settings.progressTimeoutSeconds * 1000 + 50;
+    const scheduled = queue.addBulk(
+      [...new Set(started.map((result) => result.stageId))].map((stageId) => ({
         name: JOBS.taskDeadline,
         data: { stageId },
         opts: { jobId: `task-deadline.${stageId}`, delay: deadlineDelay, ...JOB_OPTIONS },
       })),
-    ]);
-    return toDispatch.length;
+    );
+    // Awaited after the deliveries; a rejection meanwhile must not count as unhandled.
+    scheduled.catch(() => undefined);
+    const delivered = await Promise.allSettled(
+      started.map(async ({ row, issued }) => {
+        const outcome = await deliverClaimed(em, dispatchDeps, row, tokenOf(deps.secrets, row, issued));
+        deps.logger.debug({ jobId: job.id, taskResultId: row.id, outcome: outcome.kind }, 'task dispatch');
+        await followUp(row.id, outcome);
+      }),
+    );
+    await scheduled;
+    const failed = delivered.find((settled) => settled.status === 'rejected');
+    if (failed) throw failed.reason;
+    return started.length;
   }
 
   const worker = new Worker<JobData>(

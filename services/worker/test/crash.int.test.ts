@@ -161,8 +161,11 @@ describe('crash tests: nothing is lost when processes and backing services die',
         const kind = id.split('.')[0] ?? id;
         orphanedJobs[kind] = (orphanedJobs[kind] ?? 0) + 1;
       }
-      if (orphanedJobs['run-created'] || orphanedJobs['run-advance']) hits.materialize += 1;
-      if (orphanedJobs['task-dispatch']) hits.dispatch += 1;
+      // First deliveries happen inside the run jobs that start their stages (retries in task-dispatch
+      // jobs): in the dispatch phase, jobs left active while POSTs were in flight were delivering.
+      const victimHeldJobs = Object.keys(orphanedJobs).length > 0;
+      if (phase === 'materialize' && (orphanedJobs['run-created'] || orphanedJobs['run-advance'])) hits.materialize += 1;
+      if (phase === 'dispatch' && victimHeldJobs && inFlight > 0) hits.dispatch += 1;
       kills.push({ phase, victim: victim.name, inFlightPosts: inFlight, orphanedJobs });
     }
 

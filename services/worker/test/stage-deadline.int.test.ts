@@ -11,6 +11,7 @@ const TASKS = 3;
 /**
  * A stage's results share one progress deadline, woken by one delayed `task.deadline` job per started
  * stage (not one per result). The sweeper runs every ten minutes here, so only that job can end them.
+ * Their first delivery attempts are made by the job that started the stage, without a job of their own.
  */
 describe('the progress deadline of a stage', () => {
   let h: Harness;
@@ -36,7 +37,7 @@ describe('the progress deadline of a stage', () => {
     await h.close();
   });
 
-  it('ends every silent result of the stage with one job, and the run with them', async () => {
+  it('delivers the results of a stage without dispatch jobs, and ends every silent one with one job, and the run with them', async () => {
     const f = await seedOrganization(h, 'stage-deadline');
     const url = `http://127.0.0.1:${(silent.address() as AddressInfo).port}/`;
     for (let index = 0; index < TASKS; index += 1) {
@@ -70,16 +71,20 @@ describe('the progress deadline of a stage', () => {
     const rows = await h.orm.em
       .fork()
       .getConnection()
-      .execute<{ status: string; message: string }[]>(`select status, message from task_results where task_stage_id = ?`, [stageId]);
+      .execute<{ status: string; message: string; attempts: number; delivered: number }[]>(
+        `select status, message, attempts, (select count(*)::int from delivery_attempts d where d.task_result_id = tr.id) as delivered
+           from task_results tr where task_stage_id = ?`,
+        [stageId],
+      );
     expect(rows).toHaveLength(TASKS);
     for (const row of rows) {
       expect(row.status).toBe('errored');
       expect(row.message).toBe('The run task sent no progress within its progress timeout.');
+      expect([row.attempts, row.delivered]).toEqual([1, 1]);
     }
-    // One deadline job for the stage, none for its results.
-    const deadlineJobs = (await worker.queue.getJobs(['completed', 'delayed', 'waiting', 'active', 'failed'])).filter(
-      (job) => job.name === JOBS.taskDeadline,
-    );
-    expect(deadlineJobs.map((job) => job.id)).toEqual([`task-deadline.${stageId}`]);
+    // One deadline job for the stage, none for its results, and no dispatch job at all.
+    const jobs = await worker.queue.getJobs(['completed', 'delayed', 'waiting', 'active', 'failed']);
+    expect(jobs.filter((job) => job.name === JOBS.taskDeadline).map((job) => job.id)).toEqual([`task-deadline.${stageId}`]);
+    expect(jobs.filter((job) => job.name === JOBS.taskDispatch).map((job) => job.id)).toEqual([]);
   });
 });

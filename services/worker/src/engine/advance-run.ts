@@ -20,7 +20,9 @@ import {
   type TaskResultStatus,
   type TaskStageStatus,
 } from '@runtasks/shared';
+import type { IssuedToken } from './dispatch.ts';
 import type { RunExecutor } from './executor.ts';
+import { DISPATCH_COLUMNS, type DispatchRow } from './task-payload.ts';
 
 interface RunRow {
   id: string;
@@ -42,9 +44,12 @@ interface ResultRow {
   enforcement_level: EnforcementLevel;
 }
 
-export interface DeadlineSettings {
+export interface AdvanceSettings {
   progressTimeoutSeconds: number;
   maxRuntimeSeconds: number;
+  /** How long a started result's first delivery attempt is leased to the worker that started it. */
+  attemptLeaseSeconds: number;
+  issueToken: () => IssuedToken;
 }
 
 /**
@@ -57,10 +62,14 @@ function timestampsSql(keys: readonly string[]): string {
 
 const MAX_STEPS = 32;
 
-/** A result the advance started, to dispatch; its stage's deadline is scheduled once for all of them. */
+/**
+ * A result the advance started, with its first delivery attempt already claimed (leased, with its
+ * access token): the caller delivers it after commit. Its stage's deadline is scheduled once for all.
+ */
 export interface StartedResult {
-  id: string;
   stageId: string;
+  row: DispatchRow;
+  issued: IssuedToken;
 }
 
 /** A run's stages and their results in one query. */
@@ -165,7 +174,7 @@ export async function advanceRun(
   em: EntityManager,
   runId: string,
   executor: RunExecutor,
-  deadlines: DeadlineSettings,
+  settings: AdvanceSettings,
   options: { precheck?: boolean } = {},
 ): Promise<StartedResult[]> {
   // `precheck: false` when the caller knows there is work (a new run always moves): no extra statement.
@@ -194,7 +203,7 @@ export async function advanceRun(
     const runTransitions: string[] = [];
     let runWarning = false;
     const stageWrites = new Map<string, { status: TaskStageStatus; keys: string[] }>();
-    const startedStages: string[] = [];
+    const startedResults: string[] = [];
     const setRun = (status: RunStatus, warning = false): void => {
       runTransitions.push(statusTimestampKey(status));
       runWarning ||= warning;
@@ -220,14 +229,32 @@ export async function advanceRun(
         );
         params.push(stage.status, ...keys, stage.keys.length, id);
       }
-      if (startedStages.length > 0) {
+      // Started results are claimed for their first attempt here (what dispatch's claim does for a retry):
+      // leased, with their access token, and read with what their payload needs.
+      const issued = new Map(startedResults.map((id) => [id, settings.issueToken()]));
+      if (issued.size > 0) {
         parts.push(
-          `started as (update task_results set status = 'running', status_timestamps = ${timestampsSql(['running-at'])},
-             version = version + 1, updated_at = now(), progress_deadline = now() + make_interval(secs => ?),
-             hard_deadline = now() + make_interval(secs => ?), next_attempt_at = now()
-           where task_stage_id in (${startedStages.map(() => '?').join(', ')}) and status = 'pending' returning id, task_stage_id)`,
+          `started as (update task_results tr set status = 'running', status_timestamps = ${timestampsSql(['running-at'])},
+             version = tr.version + 1, updated_at = now(), progress_deadline = now() + make_interval(secs => ?),
+             hard_deadline = now() + make_interval(secs => ?), attempts = tr.attempts + 1,
+             next_attempt_at = now() + make_interval(secs => ?::double precision),
+             callback_token_hash = case when tr.callback_token_encrypted is null then t.hash else tr.callback_token_hash end,
+             callback_token_encrypted = coalesce(tr.callback_token_encrypted, t.encrypted)
+             from unnest(?::text[], ?::text[], ?::text[]) as t(id, hash, encrypted)
+           where tr.id = t.id and tr.status = 'pending'
+           returning tr.id, tr.status, tr.acknowledged_at, tr.attempts, tr.task_url, tr.hmac_key_encrypted, tr.callback_token_encrypted,
+                     tr.enforcement_level, tr.progress_deadline, tr.task_stage_id)`,
         );
-        params.push('running-at', deadlines.progressTimeoutSeconds, deadlines.maxRuntimeSeconds, ...startedStages);
+        const tokens = [...issued.values()];
+        params.push(
+          'running-at',
+          settings.progressTimeoutSeconds,
+          settings.maxRuntimeSeconds,
+          settings.attemptLeaseSeconds,
+          [...issued.keys()],
+          tokens.map((token) => token.hash),
+          tokens.map((token) => token.encrypted),
+        );
       }
       if (runTransitions.length > 0) {
         const keys = [...new Set(runTransitions)];
@@ -238,11 +265,17 @@ export async function advanceRun(
         params.push(snapshot.status, ...keys, runTransitions.length, runId);
       }
       if (parts.length === 0) return [];
-      const started = await tx.execute<{ id: string; task_stage_id: string }[]>(
-        `with ${parts.join(',\n')} ${startedStages.length > 0 ? 'select id, task_stage_id from started' : 'select null as id, null as task_stage_id where false'}`,
+      const started = await tx.execute<(DispatchRow & { task_stage_id: string })[]>(
+        `with ${parts.join(',\n')} ${
+          issued.size > 0
+            ? `select ${DISPATCH_COLUMNS}, tr.task_stage_id from started tr join task_stages ts on ts.id = tr.task_stage_id
+                 join runs r on r.id = ts.run_id join workspaces w on w.id = r.workspace_id join organizations o on o.id = r.organization_id`
+            : 'select null where false'
+        }`,
         params,
       );
-      return started.map((row) => ({ id: row.id, stageId: row.task_stage_id }));
+      // Every returned row was updated from one of `issued`'s entries (joined on its id).
+      return started.map((row) => ({ stageId: row.task_stage_id, row, issued: issued.get(row.id) as IssuedToken }));
     };
 
     for (let step: RunStep = nextRunStep(snapshot, stageSnapshots()), count = 0; step.kind !== 'wait' && count < MAX_STEPS; count += 1) {
@@ -264,8 +297,11 @@ export async function advanceRun(
           if (stage && stage.status === 'pending') setStage(stage, 'running');
           if (stage) {
             // Its pending results start (written below; under the run's lock nothing else starts them).
-            if (!startedStages.includes(stage.id)) startedStages.push(stage.id);
-            for (const result of results) if (result.task_stage_id === stage.id && result.status === 'pending') result.status = 'running';
+            for (const result of results) {
+              if (result.task_stage_id !== stage.id || result.status !== 'pending') continue;
+              result.status = 'running';
+              startedResults.push(result.id);
+            }
           }
           setRun(step.runStatus);
           break;

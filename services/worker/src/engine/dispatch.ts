@@ -96,31 +96,52 @@ async function recordAttempt(
   );
 }
 
+/** A result's callback access token: random, stored hashed (for lookup) and encrypted (so a re-dispatch reuses it). */
+export interface IssuedToken {
+  token: string;
+  hash: string;
+  encrypted: string;
+}
+
+export function issueToken(secrets: SecretBox): IssuedToken {
+  const token = generateToken(CALLBACK_TOKEN_PREFIX);
+  return { token, hash: secrets.hashToken(token), encrypted: secrets.encrypt(token) };
+}
+
+/** The token a claimed row carries: the one just issued, or (claimed earlier) the stored one. */
+export function tokenOf(secrets: SecretBox, row: DispatchRow, issued: IssuedToken): string {
+  return row.callback_token_encrypted === issued.encrypted ? issued.token : secrets.decrypt(row.callback_token_encrypted ?? '');
+}
+
 /**
- * One delivery attempt of a task result: POST the signed payload, record the attempt, and then
- * either mark it acknowledged (200), schedule a retry inside the progress window, or end it as
- * `unreachable` (never delivered) or `errored` (delivered, never acknowledged). Safe to repeat: the
- * attempt is claimed with a conditional update and final results are left alone.
+ * One delivery attempt of a task result: claim it, then deliver it (below). Safe to repeat: the attempt
+ * is claimed with a conditional update and final results are left alone.
  */
 export async function dispatchResult(em: EntityManager, deps: DispatchDeps, resultId: string): Promise<DispatchOutcome> {
-  // The access token is random, stored hashed (for lookup) and encrypted (so a re-dispatch reuses it).
-  // A result without one gets this candidate with the claim below; one that has one (set by an earlier
+  // A result without a token gets this candidate with the claim; one that has one (set by an earlier
   // attempt or by another dispatcher first) keeps it, so the task server sees one token per result.
-  const fresh = generateToken(CALLBACK_TOKEN_PREFIX);
-  const freshEncrypted = deps.secrets.encrypt(fresh);
+  const issued = issueToken(deps.secrets);
   // The claim leases the result, so a duplicated or re-driven job skips it, and a dispatcher that dies
   // mid-attempt leaves a lease the sweeper re-drives once it expires. It returns what the payload needs.
   const [claimed] = await runPrepared<DispatchRow>(await nativePool(em), CLAIM, [
     ATTEMPT_LEASE_MS / 1000,
-    deps.secrets.hashToken(fresh),
-    freshEncrypted,
+    issued.hash,
+    issued.encrypted,
     resultId,
     deps.retryDelaysMs.length + 1,
   ]);
   if (!claimed) return { kind: 'skipped' };
-  const row = claimed;
-  const token = claimed.callback_token_encrypted === freshEncrypted ? fresh : deps.secrets.decrypt(claimed.callback_token_encrypted ?? '');
-  const attempt = claimed.attempts;
+  return deliverClaimed(em, deps, claimed, tokenOf(deps.secrets, claimed, issued));
+}
+
+/**
+ * The attempt a claim (above, or the run's advance starting its stage) leased: POST the signed payload,
+ * record the attempt, and then either mark it acknowledged (200), schedule a retry inside the progress
+ * window, or end it as `unreachable` (never delivered) or `errored` (delivered, never acknowledged).
+ */
+export async function deliverClaimed(em: EntityManager, deps: DispatchDeps, row: DispatchRow, token: string): Promise<DispatchOutcome> {
+  const resultId = row.id;
+  const attempt = row.attempts;
   const body = encodePayload(buildTaskPayload(row, token, deps.publicBaseUrl));
   const hmacKey = row.hmac_key_encrypted ? deps.secrets.decrypt(row.hmac_key_encrypted) : null;
   const startedAt = new Date();

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { readdirSync } from 'node:fs';
+import { newId } from '../src/domain/ids.ts';
 import { MIGRATIONS } from '../src/db/migrations/index.ts';
+import { createRun, seedOrganization } from '../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../test/support/harness.ts';
 
 describe('schema', () => {
@@ -36,5 +38,45 @@ describe('schema', () => {
         `select column_default as kind from information_schema.columns where table_name = 'runs' and column_name = 'status_timestamps'`,
       );
     expect(rows[0]?.kind).toBe(`'{}'::jsonb`);
+  });
+
+  it('counts the open results of existing stages when the open-results migration runs, and the trigger keeps them after', async () => {
+    const f = await seedOrganization(h, 'schema-open');
+    const db = h.orm.em.fork().getConnection();
+    const [org] = await db.execute<{ id: string }[]>(`select id from organizations where name = ?`, [f.organization]);
+    for (let index = 0; index < 3; index += 1) {
+      const taskId = newId('task');
+      await db.execute(
+        `insert into run_tasks (id, organization_id, name, url, category, enabled, global_enabled, global_stages, global_enforcement_level, created_at, updated_at)
+         values (?, ?, ?, 'https://tasks.example.com/', 'task', true, false, '{}', 'advisory', now(), now())`,
+        [taskId, org?.id, `open-${index}`],
+      );
+      await db.execute(
+        `insert into workspace_tasks (id, workspace_id, task_id, enforcement_level, stages, created_at, updated_at)
+         values (?, ?, ?, 'mandatory', '{post_plan}', now(), now())`,
+        [newId('workspaceTask'), f.workspaceId, taskId],
+      );
+    }
+    const runId = await createRun(h, f.organizationToken, f.workspaceId);
+    const open = async (): Promise<number> =>
+      Number(
+        (await db.execute<{ open_results: number }[]>(`select open_results from task_stages where run_id = ?`, [runId]))[0]?.open_results,
+      );
+    const results = (
+      await db.execute<{ id: string }[]>(
+        `select tr.id from task_results tr join task_stages ts on ts.id = tr.task_stage_id where ts.run_id = ? order by tr.id`,
+        [runId],
+      )
+    ).map((row) => row.id);
+    expect([results.length, await open()]).toEqual([3, 3]);
+    await db.execute(`update task_results set status = 'passed' where id = ?`, [results[0]]);
+    expect(await open()).toBe(2);
+    // Before the migration, results end without a count; the migration counts what is open.
+    await h.orm.migrator.down({ to: 'Migration20261123000000RunTaskCount' });
+    await db.execute(`update task_results set status = 'errored' where id = ?`, [results[1]]);
+    await h.orm.migrator.up();
+    expect(await open()).toBe(1);
+    await db.execute(`update task_results set status = 'canceled' where id = ?`, [results[2]]);
+    expect(await open()).toBe(0);
   });
 });

@@ -6,8 +6,9 @@ import { startHarness, type Harness } from '../../../test/support/harness.ts';
 
 /**
  * A final callback wakes the run (an outbox event) only when it is the last open result of its stage:
- * earlier verdicts cannot let the run move. Final callbacks of one stage take turns on their results' row
- * locks, so however close together they arrive, exactly one of them wakes the run. No worker runs here:
+ * earlier verdicts cannot let the run move. The stage row counts its open results (task_results trigger);
+ * final callbacks of one stage take turns on that row, so however close together they arrive, exactly one
+ * of them wakes the run. No worker runs here:
  * the results are put in `running` with known access tokens directly, as dispatch would.
  */
 const TASKS = 3;
@@ -86,6 +87,39 @@ describe('callbacks wake the run once per stage', () => {
     expect(await wakeEvents(runId)).toBe(1);
   });
 
+  const openResults = async (runId: string): Promise<number> => {
+    const [row] = await h.orm.em
+      .fork()
+      .getConnection()
+      .execute<{ open_results: number }[]>(`select open_results from task_stages where run_id = ?`, [runId]);
+    return Number(row?.open_results);
+  };
+
+  it('the stage counts its open results whoever ends them; only the verdict that closes it wakes the run', async () => {
+    const { runId, results } = await runWithOpenResults();
+    const [first, second, third] = results as [{ id: string; token: string }, { id: string; token: string }, { id: string; token: string }];
+    expect(await openResults(runId)).toBe(TASKS);
+    // Ended as the sweeper ends it (it wakes the run itself), and a second time, which changes nothing.
+    for (let time = 0; time < 2; time += 1) {
+      await h.orm.em
+        .fork()
+        .getConnection()
+        .execute(`update task_results set status = 'errored' where id = ? and status in ('pending', 'running')`, [first.id]);
+    }
+    expect(await openResults(runId)).toBe(TASKS - 1);
+    expect((await verdict(second, 'running')).status).toBe(200);
+    expect(await openResults(runId)).toBe(TASKS - 1);
+    expect((await verdict(second, 'failed')).status).toBe(200);
+    expect(await openResults(runId)).toBe(TASKS - 2);
+    expect(await wakeEvents(runId)).toBe(0);
+    expect((await verdict(third, 'passed')).status).toBe(200);
+    expect(await openResults(runId)).toBe(0);
+    expect(await wakeEvents(runId)).toBe(1);
+    // A refused callback (the result is final) changes neither.
+    expect((await verdict(third, 'failed')).status).toBe(409);
+    expect([await openResults(runId), await wakeEvents(runId)]).toEqual([0, 1]);
+  });
+
   it('all at once, 20 times over: exactly one wake-up per stage, never none', async () => {
     for (let round = 0; round < 20; round += 1) {
       const { runId, results } = await runWithOpenResults();
@@ -97,19 +131,15 @@ describe('callbacks wake the run once per stage', () => {
 
   it('a deadlock with another transaction is retried: the callback still succeeds, once', async () => {
     const { runId, results } = await runWithOpenResults();
-    // The callback locks its stage's results in id order; this transaction takes the last one first
-    // and then the first one, which closes a cycle that PostgreSQL breaks by aborting the callback's
-    // statement (it has waited longest, so its deadlock check runs first).
-    const [first, , last] = [...results].sort((a, b) => (a.id < b.id ? -1 : 1)) as [
-      { id: string; token: string },
-      { id: string; token: string },
-      { id: string; token: string },
-    ];
+    // The callback locks its result and then (the trigger) its stage's row; this transaction takes the
+    // stage row first and then the result, which closes a cycle that PostgreSQL breaks by aborting the
+    // callback's statement (it has waited longest, so its deadlock check runs first).
+    const [first] = results as [{ id: string; token: string }];
     const other = new pg.Client({ connectionString: h.config.databaseUrl });
     await other.connect();
     try {
       await other.query('begin');
-      await other.query('select id from task_results where id = $1 for update', [last.id]);
+      await other.query('select id from task_stages where run_id = $1 for update', [runId]);
       // supertest sends on `then`: started now, awaited below.
       const answer = Promise.resolve(verdict(first, 'passed'));
       await eventually(async () => {

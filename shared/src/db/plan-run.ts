@@ -90,9 +90,11 @@ export async function insertPlannedStagesFor(tx: SqlRunner, runId: string, run: 
   if (planned.length === 0) return [];
   // Two statements whatever the number of stages and tasks: every stage, then (with their ids) every result.
   const inserted = await tx.execute<{ id: string; stage: RunStage }[]>(
-    `insert into task_stages (id, run_id, stage, status, status_timestamps, version, created_at, updated_at)
-     values ${planned.map(() => `(?, ?, ?, 'pending', '{}', 1, now(), now())`).join(', ')} on conflict (run_id, stage) do nothing returning id, stage`,
-    planned.flatMap(({ stage }) => [newId('taskStage'), runId, stage]),
+    // open_results starts at the stage's number of results (inserted below, all pending); the
+    // task_results trigger counts it down as they end.
+    `insert into task_stages (id, run_id, stage, status, status_timestamps, open_results, version, created_at, updated_at)
+     values ${planned.map(() => `(?, ?, ?, 'pending', '{}', ?::int, 1, now(), now())`).join(', ')} on conflict (run_id, stage) do nothing returning id, stage`,
+    planned.flatMap(({ stage, tasks }) => [newId('taskStage'), runId, stage, tasks.length]),
   );
   // A stage that already existed (planned by someone else first) is not returned: read the ids then.
   const stageRows =

@@ -1,4 +1,4 @@
-import { CALLBACK_TOKEN_PREFIX, isPlausibleToken, nativePool, prepared, runPrepared, unauthorized } from '@runtasks/shared';
+import { CALLBACK_TOKEN_PREFIX, isPlausibleToken, nativePool, prepared, runPrepared, unauthorized, type Queryable } from '@runtasks/shared';
 import type { Next } from 'koa';
 import type { ApiContext } from '../context.ts';
 import type { Principal } from './principal.ts';
@@ -89,6 +89,16 @@ const CALLBACK_ACCESS = prepared(
      from task_results where id = $1 and callback_token_hash = $2`,
 );
 
+/** A result by its id and its access token's hash: whether the token is its, and whether the result may still change. */
+export async function readCallbackAccess(
+  client: Queryable,
+  resultId: string,
+  tokenHash: string,
+): Promise<{ id: string; status: string; expired: boolean } | undefined> {
+  const [row] = await runPrepared<{ id: string; status: string; expired: boolean }>(client, CALLBACK_ACCESS, [resultId, tokenHash]);
+  return row;
+}
+
 /**
  * `callback` routes: the result's own access token, checked before the body is read (a 401 never
  * depends on the body, and no unauthenticated body is parsed). What it finds lets the handler refuse a
@@ -97,10 +107,11 @@ const CALLBACK_ACCESS = prepared(
 export async function authenticateCallback(ctx: ApiContext, next: Next): Promise<void> {
   const token = bearerToken(ctx.get('authorization') || undefined);
   if (!token || !isPlausibleToken(token)) throw unauthorized();
-  const [row] = await runPrepared<{ id: string; status: string; expired: boolean }>(await nativePool(ctx.state.em), CALLBACK_ACCESS, [
+  const row = await readCallbackAccess(
+    await nativePool(ctx.state.em),
     ctx.params['task_result_id'] ?? '',
     ctx.deps.secrets.hashToken(token),
-  ]);
+  );
   if (!row) throw unauthorized();
   ctx.state.callbackAccess = { resultId: row.id, status: row.status, expired: row.expired };
   await next();

@@ -3,17 +3,15 @@ import {
   DB_NOW_ISO,
   inTransaction,
   isDeadlock,
-  JOBS,
   nativePool,
   newId,
-  OUTBOX_CHANNEL,
   prepared,
   runPrepared,
   unauthorized,
   type Queryable,
 } from '@runtasks/shared';
 import { z } from 'zod';
-import { bearerToken } from '../auth/authenticate.ts';
+import { bearerToken, readCallbackAccess } from '../auth/authenticate.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { single } from '../http/jsonapi.ts';
@@ -62,28 +60,23 @@ const flatten = (item: OutcomeInput): z.output<typeof outcomeAttributes> => ('at
 
 /** The result as the callback statement left it (null columns when it did not change it), with what the statement saw. */
 type CallbackRow = (TaskResultRow | Absent<TaskResultRow>) & {
-  locked_status: string;
-  locked_expired: boolean;
+  seen_status: string;
+  seen_expired: boolean;
 };
 
 /**
  * A callback in one statement (one round trip, atomic without an explicit transaction when there are
- * no outcomes). Every result of the stage is locked in id order: FOR UPDATE returns each row's newest
- * committed version, so a stage's last verdict sees every other one however close together they arrive
- * (they take turns on these locks), and exactly that one records the run's wake-up. Earlier verdicts
- * cannot let the run move; a result that ends another way (a deadline, the dispatcher) wakes the run itself.
- * $1 result id, $2 token hash, $3 status, $4 message, $5 url, $6 progress timeout (s), $7 outcomes,
- * $8 the wake-up's topic, $9 the NOTIFY channel. `woke` is selected so that `notified` runs: a plain
- * SELECT in WITH runs only when something reads it.
+ * no outcomes). Only its own result's row is locked (by the update, which rechecks the row's newest
+ * version): whether this verdict closed the stage, and then the run's wake-up, is the business of the
+ * task_results trigger, which counts the stage's open results on the stage row (see TaskResult).
+ * $1 result id, $2 token hash, $3 status, $4 message, $5 url, $6 progress timeout (s), $7 outcomes.
+ * `seen_status`/`seen_expired` are the row as the statement's snapshot saw it, for the refusal.
  */
 const CALLBACK = prepared(
   'callback',
   `with target as (
-     select tr.task_stage_id, ts.run_id from task_results tr join task_stages ts on ts.id = tr.task_stage_id
-      where tr.id = $1 and tr.callback_token_hash = $2),
-   siblings as (
-     select s.id, s.status, (s.hard_deadline is not null and s.hard_deadline <= now()) as expired
-       from task_results s where s.task_stage_id = (select task_stage_id from target) order by s.id for update),
+     select tr.id, tr.status, (tr.hard_deadline is not null and tr.hard_deadline <= now()) as expired
+       from task_results tr where tr.id = $1 and tr.callback_token_hash = $2),
    updated as (
      update task_results tr set status = $3::text,
             message = coalesce($4::text, tr.message), url = coalesce($5::text, tr.url),
@@ -93,19 +86,11 @@ const CALLBACK = prepared(
                                      then least(now() + make_interval(secs => $6::double precision), coalesce(tr.hard_deadline, 'infinity'))
                                      else tr.progress_deadline end,
             outcomes_count = tr.outcomes_count + $7::int, version = tr.version + 1, updated_at = now()
-       from siblings me
-      where tr.id = $1 and me.id = tr.id and me.status in ('pending', 'running') and not me.expired
-     returning ${columnList(TASK_RESULT_COLUMNS, 'tr')}),
-   event as (
-     insert into outbox_events (topic, aggregate_id, payload, created_at, publish_attempts)
-     select $8::text, t.run_id, jsonb_build_object('runId', t.run_id), now(), 0 from target t
-      where $3::text <> 'running' and exists (select 1 from updated)
-        and not exists (select 1 from siblings s where s.id <> $1 and s.status in ('pending', 'running'))
-     returning aggregate_id),
-   notified as (select pg_notify($9::text, aggregate_id) from event)
-   select me.status as locked_status, me.expired as locked_expired, (select count(*) from notified) as woke,
-          ${columnList(TASK_RESULT_COLUMNS, 'u')}
-     from target t join siblings me on me.id = $1 left join updated u on true`,
+       from target t
+      where tr.id = t.id and tr.status in ('pending', 'running') and (tr.hard_deadline is null or tr.hard_deadline > now())
+     returning ${columnList(TASK_RESULT_COLUMNS, 'tr')})
+   select t.status as seen_status, t.expired as seen_expired, ${columnList(TASK_RESULT_COLUMNS, 'u')}
+     from target t left join updated u on true`,
 );
 
 const OUTCOME_COLUMNS = `(id, task_result_id, outcome_id, description, body, url, tags, created_at)`;
@@ -153,6 +138,11 @@ function refusal(status: string, expired: boolean): Error | undefined {
   return undefined;
 }
 
+async function currentRefusal(client: Queryable, resultId: string, tokenHash: string): Promise<Error | undefined> {
+  const row = await readCallbackAccess(client, resultId, tokenHash);
+  return row ? refusal(row.status, row.expired) : unauthorized();
+}
+
 /**
  * `PATCH /task-results/:id/callback`: the task server reports progress (`running`) or its verdict.
  * Authorized by the result's own access token only; a final result never changes again (409).
@@ -173,21 +163,23 @@ async function callback(ctx: ApiContext): Promise<void> {
     ...(attributes.outcomes ?? []),
   ];
   const status = attributes.status;
+  const tokenHash = ctx.deps.secrets.hashToken(token);
   const values = [
     resultId,
-    ctx.deps.secrets.hashToken(token),
+    tokenHash,
     status,
     attributes.message ?? null,
     attributes.url ?? null,
     ctx.deps.config.taskProgressTimeoutSeconds,
     outcomes.length,
-    JOBS.runAdvance,
-    OUTBOX_CHANNEL,
   ];
   const apply = async (client: Queryable): Promise<TaskResultRow> => {
     const [row] = await runPrepared<CallbackRow>(client, CALLBACK, values);
     if (!row) throw unauthorized();
-    if (row.id === null) throw refusal(row.locked_status, row.locked_expired) ?? unauthorized();
+    if (row.id === null) {
+      // Refused: the snapshot tells why, unless the row changed after it (a concurrent ending): then read it again.
+      throw refusal(row.seen_status, row.seen_expired) ?? (await currentRefusal(client, resultId, tokenHash)) ?? unauthorized();
+    }
     await insertOutcomes(client, resultId, outcomes);
     return row;
   };

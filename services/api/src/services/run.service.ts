@@ -91,7 +91,7 @@ export async function applyRunAction(em: EntityManager, run: Run, action: RunAct
     if (action === 'apply') return;
     const canceledAt = `jsonb_build_object('canceled-at', ${DB_NOW_ISO})`;
     await tx.execute(
-      // Locked in id order, as callbacks lock a stage's results, so the two never deadlock.
+      // Locked in id order (then their stages, by the trigger), as the sweeper does, so the two never deadlock.
       `with open_results as (
          select tr.id from task_results tr join task_stages ts on ts.id = tr.task_stage_id
           where ts.run_id = ? and tr.status in ('pending', 'running') order by tr.id for update of tr)

@@ -25,7 +25,7 @@ export async function expireResults(
     only === undefined ? ['', []] : 'stageId' in only ? ['and tr.task_stage_id = ?', [only.stageId]] : ['and tr.id = ?', [only.resultId]];
   const rows = await em.execute<{ run_id: string }[]>(
     `with due as (
-       -- Locked in id order, as callbacks lock a stage's results, so the two never deadlock.
+       -- Locked in id order (then their stages, by the trigger), so two passes over the same results never deadlock.
        select tr.id from task_results tr
         where tr.status in ('pending', 'running') and (tr.progress_deadline < now() or tr.hard_deadline < now())
           ${filter}

@@ -1,5 +1,6 @@
 import { defineEntity, p } from '@mikro-orm/core';
 import { ENFORCEMENT_LEVELS, RUN_STAGES, TASK_RESULT_STATUSES } from '../../domain/statuses.ts';
+import { JOBS, OUTBOX_CHANNEL } from '../../queue/names.ts';
 import { TaskStage } from './task-stage.entity.ts';
 
 const TaskResultSchema = defineEntity({
@@ -11,6 +12,30 @@ const TaskResultSchema = defineEntity({
     { name: 'task_results_stage_workspace_task_unique', properties: ['taskStage', 'workspaceTaskId'] },
   ],
   indexes: [{ name: 'task_results_status_deadline_idx', properties: ['status', 'progressDeadline'] }],
+  triggers: [
+    {
+      // Whoever ends a result (a callback, the sweeper, the dispatcher, a cancel) keeps its stage's
+      // open_results exact: the update takes the stage row's lock and counts on its newest version, so
+      // of concurrent last results exactly one sees zero. A verdict (passed/failed, which only callbacks
+      // give) that closes the stage records the run's wake-up with it; the other endings wake the run themselves.
+      name: 'task_results_stage_open_count',
+      timing: 'after',
+      events: ['update'],
+      forEach: 'row',
+      // As PostgreSQL prints it back (the schema comparison is textual): the result leaves pending/running.
+      when: `((old.status = ANY (ARRAY['pending'::text, 'running'::text])) AND (new.status <> ALL (ARRAY['pending'::text, 'running'::text])))`,
+      body: `update task_stages set open_results = open_results - 1 where id = new.task_stage_id;
+        if new.status in ('passed', 'failed') then
+          insert into outbox_events (topic, aggregate_id, payload, created_at, publish_attempts)
+            select '${JOBS.runAdvance}', ts.run_id, jsonb_build_object('runId', ts.run_id), now(), 0
+              from task_stages ts where ts.id = new.task_stage_id and ts.open_results = 0;
+          if found then
+            perform pg_notify('${OUTBOX_CHANNEL}', ts.run_id) from task_stages ts where ts.id = new.task_stage_id;
+          end if;
+        end if;
+        return null;`.replace(/\s+/g, ' '),
+    },
+  ],
   properties: {
     id: p.string().length(32).primary(),
     taskStage: () => p.manyToOne(TaskStage).deleteRule('cascade'),

@@ -16,6 +16,9 @@ const TaskStageSchema = defineEntity({
       .json<Record<string, string>>()
       .defaultRaw(`'{}'`)
       .onCreate(() => ({})),
+    // Results not yet final, kept by the task_results trigger (see TaskResult): a stage's last verdict
+    // reads it on one row instead of locking every sibling result.
+    openResults: p.integer().default(0),
     version: p.integer().version(),
     createdAt: p.datetime().onCreate(() => new Date()),
     updatedAt: p

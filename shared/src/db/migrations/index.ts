@@ -4,6 +4,7 @@ import { Migration20261121010000Dispatch } from './Migration20261121010000Dispat
 import { Migration20261121020000ConfigurationVersions } from './Migration20261121020000ConfigurationVersions.ts';
 import { Migration20261121030000RunTaskListIndex } from './Migration20261121030000RunTaskListIndex.ts';
 import { Migration20261123000000RunTaskCount } from './Migration20261123000000RunTaskCount.ts';
+import { Migration20261123100000StageOpenResults } from './Migration20261123100000StageOpenResults.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
 export const MIGRATIONS: MigrationObject[] = [
@@ -12,4 +13,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261121020000ConfigurationVersions', class: Migration20261121020000ConfigurationVersions },
   { name: 'Migration20261121030000RunTaskListIndex', class: Migration20261121030000RunTaskListIndex },
   { name: 'Migration20261123000000RunTaskCount', class: Migration20261123000000RunTaskCount },
+  { name: 'Migration20261123100000StageOpenResults', class: Migration20261123100000StageOpenResults },
 ];

@@ -1,21 +1,12 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { databaseUrl, dropDatabase, PREFIX, SERVER_URL, withAdminClient } from './support/databases.ts';
 import { randomAlphanumeric } from '@runtasks/shared';
 import { eventually } from './support/fixtures.ts';
+import { freePort } from './support/processes.ts';
 
 const MAIN = new URL('../services/api/src/main.ts', import.meta.url).pathname;
 const databaseName = `${PREFIX}_startup_${randomAlphanumeric(6).toLowerCase()}`;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
 
 /** The status of GET /api/v2/ping once the API answers at all (within 20 s). */
 function pingStatus(port: number): Promise<number> {

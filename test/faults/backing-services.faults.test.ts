@@ -6,6 +6,7 @@ import pg from 'pg';
 import { startRunTaskServer, type RunTaskServer } from '../../examples/run-task-server/server.ts';
 import { startWorker, type RunningWorker } from '../../services/worker/src/worker.ts';
 import { uniqueName } from '../support/assertions.ts';
+import { TASKS_PER_RUN } from '../support/cluster.ts';
 import { startFaultProxy, type FaultMode, type FaultProxy } from '../support/fault-proxy.ts';
 import { recordFigures } from '../support/figures.ts';
 import { api, createRun, eventually, seedOrganization, type Fixture } from '../support/fixtures.ts';
@@ -31,7 +32,6 @@ import { checkInvariants, expectNoViolations } from '../support/invariants.ts';
 
 const SUITE = 'backing-services';
 const RUNS_PER_FAULT = 5;
-const TASKS_PER_RUN = 3;
 /** A create that takes longer than this during a Redis fault would mean the API waits on Redis. */
 const CREATE_BOUND_MS = 5_000;
 
@@ -365,7 +365,6 @@ describe('PostgreSQL faults: the worker behind a fault proxy, every connection t
       await locker.query('commit');
       await locker.end();
     });
-    await new Promise((resolve) => setTimeout(resolve, 300));
     await Promise.all(
       Array.from({ length: 12 }, async () => {
         const res = await api(h, 'get', `/runs/${runId}/task-stages`, org.organizationToken);

@@ -12,6 +12,7 @@ import { recordFigures } from '../support/figures.ts';
 import { api, createRun, createWorkspace, eventually, grantWorkspace, JSON_API, seedOrganization } from '../support/fixtures.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { expectNoViolations } from '../support/invariants.ts';
+import { encode, Raw } from '../support/raw-json.ts';
 
 /**
  * Fuzzing at scale (reliability.md §4.2 scenarios 19 and 24, §5.1): ≥ 100,000 hostile request bodies
@@ -81,31 +82,7 @@ class Rng {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Bodies as JSON values with Raw fragments spliced in verbatim (invalid UTF-8, deep nesting,
-// `__proto__` keys), so no test code ever builds or walks a hostile structure itself.
-
-class Raw {
-  readonly bytes: Buffer;
-  constructor(bytes: Buffer | string) {
-    this.bytes = typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes;
-  }
-}
-
-const PLACEHOLDER = /"\\u0001raw(\d+)\\u0001"/g;
-
-function encode(body: unknown): Buffer {
-  const raws: Raw[] = [];
-  const text = JSON.stringify(body, (_key, value: unknown) => {
-    if (value instanceof Raw) {
-      raws.push(value);
-      return `\u0001raw${raws.length - 1}\u0001`;
-    }
-    return value;
-  });
-  if (text === undefined) return Buffer.alloc(0);
-  const parts = text.split(PLACEHOLDER);
-  return Buffer.concat(parts.map((part, index) => (index % 2 === 0 ? Buffer.from(part, 'utf8') : (raws[Number(part)] as Raw).bytes)));
-}
+// Bodies as JSON values with Raw fragments spliced in verbatim by `encode` (test/support/raw-json.ts).
 
 /** Invalid UTF-8: lone continuation, truncated sequences, an encoded surrogate, overlong forms, > U+10FFFF, 0xFF. */
 const BAD_UTF8 = [

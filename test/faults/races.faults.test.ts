@@ -1,16 +1,32 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { JOBS, openOrm, type EnforcementLevel } from '@runtasks/shared';
+import { JOBS, openOrm } from '@runtasks/shared';
 import { Redis } from 'ioredis';
-import { createHmac } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
 import { startWorker, type RunningWorker } from '../../services/worker/src/worker.ts';
 import { uniqueName } from '../support/assertions.ts';
 import { recordFigures } from '../support/figures.ts';
-import { api, createRun, createWorkspace, eventually, seedOrganization, type Fixture } from '../support/fixtures.ts';
+import {
+  api,
+  attachTask,
+  createRun,
+  createTask,
+  createWorkspace,
+  eventually,
+  seedOrganization,
+  type Fixture,
+} from '../support/fixtures.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { expectNoViolations } from '../support/invariants.ts';
+import {
+  afterTeardown,
+  callBack,
+  finalKeys,
+  hmac,
+  SETTLED,
+  startScriptedServer,
+  type Responder,
+  type ScriptedServer,
+} from '../support/scripted-server.ts';
 
 /**
  * Lifecycle races (reliability.md §4.2 group F): concurrent overrides of one stage, a task changed
@@ -26,38 +42,6 @@ const TIMINGS = {
   TASK_RETRY_DELAYS_SECONDS: '0.2,0.2',
   SWEEPER_INTERVAL_SECONDS: '0.5',
 };
-const SETTLED = new Set([
-  'post_plan_completed',
-  'errored',
-  'canceled',
-  'discarded',
-  'planned_and_finished',
-  'applied',
-  'post_apply_completed',
-]);
-const FINAL_RESULT = ['passed', 'failed', 'errored', 'canceled', 'unreachable'];
-
-interface RunTaskPayload {
-  task_result_id: string;
-  task_result_callback_url: string;
-  access_token: string;
-  run_id: string;
-}
-
-interface Delivery {
-  payload: RunTaskPayload;
-  body: Buffer;
-  signature: string;
-  attempt: number;
-}
-
-type Responder = (delivery: Delivery, res: ServerResponse, req: IncomingMessage) => void;
-
-interface ScriptedServer {
-  url: string;
-  deliveries: Delivery[];
-  close(): Promise<void>;
-}
 
 interface ResultRow {
   id: string;
@@ -67,13 +51,8 @@ interface ResultRow {
   task_url: string;
 }
 
-/** A callback a scripted server fires on its own may still be in flight when the API closes; the scenario's assertions already ran. */
-const afterTeardown = (): void => undefined;
-const finalKeys = (row: { status_timestamps: Record<string, string> }): string[] =>
-  Object.keys(row.status_timestamps).filter((key) => FINAL_RESULT.includes(key.replace(/-at$/, '')));
 /** `?, ?, …` for an `in (…)` list (one placeholder per value). */
 const inList = (values: readonly unknown[]): string => values.map(() => '?').join(', ');
-const hmac = (key: string, body: Buffer): string => createHmac('sha512', key).update(body).digest('hex');
 
 describe('lifecycle races: overrides, task changes in flight, competing sweepers', () => {
   let h: Harness;
@@ -98,75 +77,11 @@ describe('lifecycle races: overrides, task changes in flight, competing sweepers
     return worker;
   }
 
+  /** A scripted task server (with `hmacKey`, verification requests must be signed with it), closed at the end. */
   async function scriptedServer(hmacKey: string | null, respond: Responder): Promise<ScriptedServer> {
-    const deliveries: Delivery[] = [];
-    const sockets = new Set<Socket>();
-    const perResult = new Map<string, number>();
-    const server: Server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        const body = Buffer.concat(chunks);
-        const payload = JSON.parse(body.toString('utf8')) as RunTaskPayload;
-        const signature = String(req.headers['x-tfc-task-signature'] ?? '');
-        if (payload.access_token === 'test-token') {
-          // Verification: a server with a key only accepts requests signed with it.
-          res.writeHead(hmacKey === null || signature === hmac(hmacKey, body) ? 200 : 401).end();
-          return;
-        }
-        const attempt = (perResult.get(payload.task_result_id) ?? 0) + 1;
-        perResult.set(payload.task_result_id, attempt);
-        const delivery = { payload, body, signature, attempt };
-        deliveries.push(delivery);
-        respond(delivery, res, req);
-      });
-    });
-    server.on('connection', (socket: Socket) => {
-      sockets.add(socket);
-      socket.on('close', () => sockets.delete(socket));
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-    const scripted: ScriptedServer = {
-      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/run-task`,
-      deliveries,
-      close: () =>
-        new Promise<void>((resolve) => {
-          for (const socket of sockets) socket.destroy();
-          server.close(() => resolve());
-        }),
-    };
-    servers.push(scripted);
-    return scripted;
-  }
-
-  async function callBack(payload: RunTaskPayload, status: 'running' | 'passed' | 'failed'): Promise<number> {
-    const response = await fetch(payload.task_result_callback_url, {
-      method: 'PATCH',
-      headers: { authorization: `Bearer ${payload.access_token}`, 'content-type': 'application/vnd.api+json' },
-      body: JSON.stringify({ data: { type: 'task-results', attributes: { status, message: `reported ${status}` } } }),
-    });
-    await response.arrayBuffer();
-    return response.status;
-  }
-
-  async function createTask(owner: Fixture, url: string, hmacKey: string | null = null): Promise<string> {
-    const res = await api(h, 'post', `/organizations/${owner.organization}/tasks`, owner.organizationToken, {
-      data: { type: 'tasks', attributes: { name: uniqueName('task'), url, category: 'task', 'hmac-key': hmacKey } },
-    });
-    if (res.status !== 201) throw new Error(`create task: ${res.status} ${res.text}`);
-    return res.body.data.id as string;
-  }
-
-  async function attach(owner: Fixture, workspaceId: string, taskId: string, enforcement: EnforcementLevel): Promise<string> {
-    const res = await api(h, 'post', `/workspaces/${workspaceId}/tasks`, owner.organizationToken, {
-      data: {
-        type: 'workspace-tasks',
-        attributes: { 'enforcement-level': enforcement, stages: ['post_plan'] },
-        relationships: { task: { data: { type: 'tasks', id: taskId } } },
-      },
-    });
-    if (res.status !== 201) throw new Error(`attach task: ${res.status} ${res.text}`);
-    return res.body.data.id as string;
+    const server = await startScriptedServer(respond, hmacKey);
+    servers.push(server);
+    return server;
   }
 
   /** Waits for a status the run does not leave by itself; `leaving` is one a person just moved it out of. */
@@ -218,14 +133,14 @@ describe('lifecycle races: overrides, task changes in flight, competing sweepers
       res.writeHead(200).end();
       void callBack(delivery.payload, 'failed').catch(afterTeardown);
     });
-    const taskId = await createTask(owner, failing.url);
+    const taskId = await createTask(h, owner, failing.url);
     const CONCURRENT = 20;
     const ROUNDS = 3;
     const statuses: number[] = [];
     const runIds: string[] = [];
     for (let round = 0; round < ROUNDS; round += 1) {
       const workspaceId = await createWorkspace(h, owner.organization, owner.organizationToken, uniqueName('ws'));
-      await attach(owner, workspaceId, taskId, 'mandatory');
+      await attachTask(h, owner, workspaceId, taskId, 'mandatory');
       const runId = await createRun(h, owner.organizationToken, workspaceId, { 'auto-apply': true });
       runIds.push(runId);
       expect(await runSettles(runId)).toBe('post_plan_awaiting_decision');
@@ -308,9 +223,9 @@ describe('lifecycle races: overrides, task changes in flight, competing sweepers
         res.writeHead(200).end();
         void callBack(delivery.payload, 'passed').catch(afterTeardown);
       });
-      const taskId = await createTask(org, original.url, OLD_KEY);
+      const taskId = await createTask(h, org, original.url, { hmacKey: OLD_KEY });
       const workspaceId = await createWorkspace(h, org.organization, org.organizationToken, uniqueName('ws'));
-      const workspaceTaskId = await attach(org, workspaceId, taskId, 'mandatory');
+      const workspaceTaskId = await attachTask(h, org, workspaceId, taskId, 'mandatory');
       // Auto-apply, so it ends applied and frees the workspace for the next run (one active run per workspace).
       const inFlightRun = await createRun(h, org.organizationToken, workspaceId, { 'auto-apply': true });
       runIds.push(inFlightRun);
@@ -392,11 +307,11 @@ describe('lifecycle races: overrides, task changes in flight, competing sweepers
     const RUNS = 30;
     const TASKS = 2;
     const silent = await scriptedServer(null, (_delivery, res) => res.writeHead(200).end());
-    const taskIds = [await createTask(org, `${silent.url}/a`), await createTask(org, `${silent.url}/b`)];
+    const taskIds = [await createTask(h, org, `${silent.url}/a`), await createTask(h, org, `${silent.url}/b`)];
     const runIds = await Promise.all(
       Array.from({ length: RUNS }, async () => {
         const workspaceId = await createWorkspace(h, org.organization, org.organizationToken, uniqueName('ws'));
-        for (const taskId of taskIds) await attach(org, workspaceId, taskId, 'mandatory');
+        for (const taskId of taskIds) await attachTask(h, org, workspaceId, taskId, 'mandatory');
         return createRun(h, org.organizationToken, workspaceId, { 'auto-apply': false });
       }),
     );

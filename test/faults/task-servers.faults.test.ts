@@ -1,14 +1,25 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { createTaskClient, openOrm, type EnforcementLevel } from '@runtasks/shared';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { startWorker, type RunningWorker } from '../../services/worker/src/worker.ts';
 import { uniqueName } from '../support/assertions.ts';
+import { ATTEMPT_CAP, RETRY_DELAYS_SECONDS } from '../support/cluster.ts';
 import { recordFigures } from '../support/figures.ts';
-import { api, createRun, createWorkspace, eventually, seedOrganization, type Fixture } from '../support/fixtures.ts';
+import { attachTask, createRun, createTask, createWorkspace, eventually, seedOrganization, type Fixture } from '../support/fixtures.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { expectNoViolations } from '../support/invariants.ts';
+import {
+  afterTeardown,
+  callBack,
+  finalKeys,
+  SETTLED,
+  startScriptedServer,
+  type Delivery,
+  type Responder,
+  type ScriptedServer,
+} from '../support/scripted-server.ts';
 
 /**
  * Task servers that misbehave (reliability.md §4.2 groups C and E): slow, failing, redirecting,
@@ -27,51 +38,14 @@ const MAX_RUNTIME_SECONDS = 11;
  * is always past it.
  */
 const ATTEMPT_TIMEOUT_MS = 1_000;
-const RETRY_DELAYS_SECONDS = [0.2, 0.2];
-const ATTEMPT_CAP = RETRY_DELAYS_SECONDS.length + 1;
+/** The first of the retry delays, in ms. */
+const FIRST_RETRY_DELAY_MS = Number(RETRY_DELAYS_SECONDS.split(',')[0]) * 1000;
 const TIMINGS = {
   TASK_PROGRESS_TIMEOUT_SECONDS: String(PROGRESS_TIMEOUT_SECONDS),
   TASK_MAX_RUNTIME_SECONDS: String(MAX_RUNTIME_SECONDS),
-  TASK_RETRY_DELAYS_SECONDS: RETRY_DELAYS_SECONDS.join(','),
+  TASK_RETRY_DELAYS_SECONDS: RETRY_DELAYS_SECONDS,
   SWEEPER_INTERVAL_SECONDS: '0.5',
 };
-/** Statuses a run without auto-apply does not leave by itself. */
-const SETTLED = new Set([
-  'post_plan_completed',
-  'errored',
-  'canceled',
-  'discarded',
-  'planned_and_finished',
-  'applied',
-  'post_apply_completed',
-]);
-const FINAL_RESULT = ['passed', 'failed', 'errored', 'canceled', 'unreachable'];
-
-interface RunTaskPayload {
-  task_result_id: string;
-  task_result_callback_url: string;
-  access_token: string;
-  run_id: string;
-}
-
-interface Delivery {
-  payload: RunTaskPayload;
-  /** 1 for the first POST of this result, 2 for its first retry, … */
-  attempt: number;
-  signature: string;
-  receivedAt: number;
-}
-
-type Responder = (delivery: Delivery, req: IncomingMessage, res: ServerResponse) => void;
-
-interface ScriptedServer {
-  url: string;
-  port: number;
-  deliveries: Delivery[];
-  /** Connections accepted, verification requests included. */
-  connections: number;
-  close(): Promise<void>;
-}
 
 interface ResultRow {
   id: string;
@@ -91,10 +65,6 @@ interface AttemptRow {
   response_excerpt: string | null;
 }
 
-/** A callback a scripted server fires on its own may still be in flight when the API closes; the scenario's assertions already ran. */
-const afterTeardown = (): void => undefined;
-const finalKeys = (row: ResultRow): string[] =>
-  Object.keys(row.status_timestamps).filter((key) => FINAL_RESULT.includes(key.replace(/-at$/, '')));
 const time = (value: Date | string | null | undefined): number => (value ? new Date(value).getTime() : Number.NaN);
 
 describe('task servers misbehaving: bounded retries, deadlines, one terminal state, capped bodies', () => {
@@ -124,61 +94,11 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
     return h.orm.em.fork().getConnection().execute<T[]>(query, params);
   }
 
-  /** A loopback task server: verification requests get 200, run task requests go to `respond`. */
+  /** A scripted task server (verification requests get 200), closed at the end. */
   async function scriptedServer(respond: Responder): Promise<ScriptedServer> {
-    const deliveries: Delivery[] = [];
-    const sockets = new Set<Socket>();
-    const perResult = new Map<string, number>();
-    const server: Server = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        const payload = JSON.parse(Buffer.concat(chunks).toString('utf8')) as RunTaskPayload;
-        if (payload.access_token === 'test-token') {
-          res.writeHead(200).end();
-          return;
-        }
-        const attempt = (perResult.get(payload.task_result_id) ?? 0) + 1;
-        perResult.set(payload.task_result_id, attempt);
-        const delivery = { payload, attempt, signature: String(req.headers['x-tfc-task-signature'] ?? ''), receivedAt: Date.now() };
-        deliveries.push(delivery);
-        respond(delivery, req, res);
-      });
-    });
-    const state = { connections: 0 };
-    server.on('connection', (socket: Socket) => {
-      state.connections += 1;
-      sockets.add(socket);
-      socket.on('close', () => sockets.delete(socket));
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-    const { port } = server.address() as AddressInfo;
-    const scripted: ScriptedServer = {
-      url: `http://127.0.0.1:${port}/run-task`,
-      port,
-      deliveries,
-      get connections() {
-        return state.connections;
-      },
-      close: () =>
-        new Promise<void>((resolve) => {
-          for (const socket of sockets) socket.destroy();
-          server.close(() => resolve());
-        }),
-    };
-    servers.push(scripted);
-    return scripted;
-  }
-
-  /** PATCHes the result's callback URL with its access token, as a task server does; the HTTP status. */
-  async function callBack(payload: RunTaskPayload, status: 'running' | 'passed' | 'failed'): Promise<number> {
-    const response = await fetch(payload.task_result_callback_url, {
-      method: 'PATCH',
-      headers: { authorization: `Bearer ${payload.access_token}`, 'content-type': 'application/vnd.api+json' },
-      body: JSON.stringify({ data: { type: 'task-results', attributes: { status, message: `reported ${status}` } } }),
-    });
-    await response.arrayBuffer();
-    return response.status;
+    const server = await startScriptedServer(respond);
+    servers.push(server);
+    return server;
   }
 
   /** Acknowledges, then calls back `passed` (a well-behaved task server's reply). */
@@ -187,29 +107,10 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
     void callBack(delivery.payload, 'passed').catch(afterTeardown);
   }
 
-  async function createTask(url: string): Promise<string> {
-    const res = await api(h, 'post', `/organizations/${org.organization}/tasks`, org.organizationToken, {
-      data: { type: 'tasks', attributes: { name: uniqueName('task'), url, category: 'task' } },
-    });
-    if (res.status !== 201) throw new Error(`create task: ${res.status} ${res.text}`);
-    return res.body.data.id as string;
-  }
-
-  async function attach(workspaceId: string, taskId: string, enforcement: EnforcementLevel): Promise<void> {
-    const res = await api(h, 'post', `/workspaces/${workspaceId}/tasks`, org.organizationToken, {
-      data: {
-        type: 'workspace-tasks',
-        attributes: { 'enforcement-level': enforcement, stages: ['post_plan'] },
-        relationships: { task: { data: { type: 'tasks', id: taskId } } },
-      },
-    });
-    if (res.status !== 201) throw new Error(`attach task: ${res.status} ${res.text}`);
-  }
-
   /** A new workspace with these tasks on post_plan, and one run in it (no auto-apply). */
   async function runWith(tasks: { taskId: string; enforcement: EnforcementLevel }[]): Promise<string> {
     const workspaceId = await createWorkspace(h, org.organization, org.organizationToken, uniqueName('ws'));
-    for (const task of tasks) await attach(workspaceId, task.taskId, task.enforcement);
+    for (const task of tasks) await attachTask(h, org, workspaceId, task.taskId, task.enforcement);
     return createRun(h, org.organizationToken, workspaceId, { 'auto-apply': false });
   }
 
@@ -282,13 +183,13 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
 
   it('a server that sends headers after 2× the attempt timeout: attempts abort, retry, errored before the progress deadline; mandatory stops, advisory continues', async () => {
     const scenarioStart = Date.now();
-    const slow = await scriptedServer((_delivery, _req, res) => {
+    const slow = await scriptedServer((_delivery, res) => {
       // The fault: the answer would come after twice the client's per-attempt timeout.
       later(2 * ATTEMPT_TIMEOUT_MS, () => {
         if (!res.destroyed) res.writeHead(200).end();
       });
     });
-    const taskId = await createTask(slow.url);
+    const taskId = await createTask(h, org, slow.url);
     const mandatoryRun = await runWith([{ taskId, enforcement: 'mandatory' }]);
     const advisoryRun = await runWith([{ taskId, enforcement: 'advisory' }]);
 
@@ -337,7 +238,7 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
     const reset: Fault = (_res, req) => req.socket.destroy();
     /** Answers the first `faults.length` POSTs of a result with the faults, then acknowledges and passes. */
     const failing = (faults: Fault[]): Responder => {
-      return (delivery, req, res) => {
+      return (delivery, res, req) => {
         const fault = faults[delivery.attempt - 1];
         if (fault) fault(res, req);
         else acknowledgeAndPass(delivery, res);
@@ -374,13 +275,13 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
     const started = await Promise.all(
       cases.map(async (testCase) => {
         const server = await scriptedServer(testCase.responder);
-        const taskId = await createTask(server.url);
+        const taskId = await createTask(h, org, server.url);
         return { testCase, server, runId: await runWith([{ taskId, enforcement: 'mandatory' }]) };
       }),
     );
     // Refused: created against a live listener (verification), which then goes away.
-    const gone = await scriptedServer((delivery, _req, res) => acknowledgeAndPass(delivery, res));
-    const refusedTask = await createTask(gone.url);
+    const gone = await scriptedServer((delivery, res) => acknowledgeAndPass(delivery, res));
+    const refusedTask = await createTask(h, org, gone.url);
     await gone.close();
     const refusedRun = await runWith([{ taskId: refusedTask, enforcement: 'mandatory' }]);
 
@@ -409,7 +310,7 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
     };
     const honouredGaps = [...retryGaps('503-retry-after-twice-then-200'), ...retryGaps('429-then-200')];
     expect(honouredGaps).toHaveLength(3);
-    for (const gap of honouredGaps) expect(gap).toBeGreaterThanOrEqual(2 * (RETRY_DELAYS_SECONDS[0] ?? 0) * 1000);
+    for (const gap of honouredGaps) expect(gap).toBeGreaterThanOrEqual(2 * FIRST_RETRY_DELAY_MS);
 
     const refused = await runSettles(refusedRun);
     const refusedResult = await onlyResult(refusedRun);
@@ -425,7 +326,7 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
       results: cases.length + 1,
       faultsInjected,
       attemptCap: ATTEMPT_CAP,
-      retryDelaysSeconds: RETRY_DELAYS_SECONDS.join(','),
+      retryDelaysSeconds: RETRY_DELAYS_SECONDS,
       retryAfterHonoured: true,
       retryAfterGapsMs: honouredGaps.join(','),
       outcomes: observed,
@@ -442,13 +343,13 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
     await new Promise<void>((resolve) => target.listen(0, '127.0.0.1', () => resolve()));
     try {
       const loopbackTarget = `http://127.0.0.1:${(target.address() as AddressInfo).port}/collect`;
-      const toLoopback = await scriptedServer((_delivery, _req, res) => res.writeHead(302, { location: loopbackTarget }).end());
-      const toMetadata = await scriptedServer((_delivery, _req, res) =>
+      const toLoopback = await scriptedServer((_delivery, res) => res.writeHead(302, { location: loopbackTarget }).end());
+      const toMetadata = await scriptedServer((_delivery, res) =>
         res.writeHead(307, { location: 'http://169.254.169.254/latest/meta-data/iam/security-credentials/' }).end(),
       );
       const runs = [
-        await runWith([{ taskId: await createTask(toLoopback.url), enforcement: 'mandatory' }]),
-        await runWith([{ taskId: await createTask(toMetadata.url), enforcement: 'mandatory' }]),
+        await runWith([{ taskId: await createTask(h, org, toLoopback.url), enforcement: 'mandatory' }]),
+        await runWith([{ taskId: await createTask(h, org, toMetadata.url), enforcement: 'mandatory' }]),
       ];
       for (const [index, runId] of runs.entries()) {
         expect(await runSettles(runId)).toEqual({ status: 'errored', warnings: false });
@@ -475,12 +376,12 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
   it('silence after the acknowledgement, silence after progress, and progress past the hard cap: one errored transition each; later callbacks get 409', async () => {
     const scenarioStart = Date.now();
     const progressAnswers: number[] = [];
-    const silent = await scriptedServer((_delivery, _req, res) => res.writeHead(200).end());
-    const progressThenSilent = await scriptedServer((delivery, _req, res) => {
+    const silent = await scriptedServer((_delivery, res) => res.writeHead(200).end());
+    const progressThenSilent = await scriptedServer((delivery, res) => {
       res.writeHead(200).end();
       void callBack(delivery.payload, 'running').then((code) => progressAnswers.push(code), afterTeardown);
     });
-    const endlessProgress = await scriptedServer((delivery, _req, res) => {
+    const endlessProgress = await scriptedServer((delivery, res) => {
       res.writeHead(200).end();
       // Progress every second (inside the 8 s progress window) until the service refuses it: only the hard cap ends it.
       const beat = (count: number): void => {
@@ -492,9 +393,9 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
       beat(1);
     });
     const runs = {
-      silent: await runWith([{ taskId: await createTask(silent.url), enforcement: 'mandatory' }]),
-      progressThenSilent: await runWith([{ taskId: await createTask(progressThenSilent.url), enforcement: 'mandatory' }]),
-      endlessProgress: await runWith([{ taskId: await createTask(endlessProgress.url), enforcement: 'mandatory' }]),
+      silent: await runWith([{ taskId: await createTask(h, org, silent.url), enforcement: 'mandatory' }]),
+      progressThenSilent: await runWith([{ taskId: await createTask(h, org, progressThenSilent.url), enforcement: 'mandatory' }]),
+      endlessProgress: await runWith([{ taskId: await createTask(h, org, endlessProgress.url), enforcement: 'mandatory' }]),
     };
     const messages: Record<string, string> = {};
     let lateCallbacks = 0;
@@ -547,8 +448,8 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
     const scenarioStart = Date.now();
     const RESULTS = 12;
     const PARALLEL = 6;
-    const acked = await scriptedServer((_delivery, _req, res) => res.writeHead(200).end());
-    const taskId = await createTask(acked.url);
+    const acked = await scriptedServer((_delivery, res) => res.writeHead(200).end());
+    const taskId = await createTask(h, org, acked.url);
     const runIds = await Promise.all(Array.from({ length: RESULTS }, () => runWith([{ taskId, enforcement: 'advisory' }])));
     const deliveries = await eventually(async () => (acked.deliveries.length >= RESULTS ? acked.deliveries.slice() : undefined), 20_000);
     let callbacks = 0;
@@ -583,7 +484,7 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
     const TASKS = 4;
     const answers = new Map<string, number>();
     const versionsAtDelivery = new Map<string, number>();
-    const racing = await scriptedServer((delivery, _req, res) => {
+    const racing = await scriptedServer((delivery, res) => {
       res.writeHead(200).end();
       const resultId = delivery.payload.task_result_id;
       void resultOf(resultId).then((row) => {
@@ -600,7 +501,7 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
       });
     });
     const taskIds: string[] = [];
-    for (let index = 0; index < TASKS; index += 1) taskIds.push(await createTask(`${racing.url}/${index}`));
+    for (let index = 0; index < TASKS; index += 1) taskIds.push(await createTask(h, org, `${racing.url}/${index}`));
     const runIds: string[] = [];
     // Five at a time: the runs start within a second or two of each other, and the API is not the subject here.
     for (let batch = 0; batch < RUNS; batch += 5) {
@@ -647,7 +548,7 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
     /** Writes up to `OFFERED_BYTES`, respecting back-pressure, until the client hangs up; then calls back `passed`. */
     const hostile =
       (chunked: boolean): Responder =>
-      (delivery, _req, res) => {
+      (delivery, res) => {
         res.writeHead(200, chunked ? { 'content-type': 'application/json' } : { 'content-length': String(OFFERED_BYTES) });
         let bytes = 0;
         let closed = false;
@@ -670,8 +571,8 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
       };
     const declared = await scriptedServer(hostile(false));
     const endless = await scriptedServer(hostile(true));
-    const declaredTask = await createTask(declared.url);
-    const endlessTask = await createTask(endless.url);
+    const declaredTask = await createTask(h, org, declared.url);
+    const endlessTask = await createTask(h, org, endless.url);
     const rssBefore = process.memoryUsage().rss;
     let rssPeak = rssBefore;
     const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 50);

@@ -1,6 +1,8 @@
 import { expect } from '@jest/globals';
 import { JSON_API, type api } from './fixtures.ts';
 
+export { uniqueName } from './fixtures.ts';
+
 /** The whole body of every 404: a missing resource and one the caller may not see answer alike. */
 export const NOT_FOUND = { errors: [{ status: '404', title: 'not found' }] };
 
@@ -17,10 +19,6 @@ export interface ApiError {
   detail?: string;
   source?: { pointer?: string; parameter?: string };
 }
-
-let counter = 0;
-/** Organization names (and the like) are global: every test takes its own. Jest gives each test file its own counter. */
-export const uniqueName = (label: string): string => `${label}-${++counter}`;
 
 /** Asserts a JSON:API error document with one error of `status` and, when given, its pointer; returns that error. */
 export function expectError(res: Response, status: number, pointer?: string): ApiError {

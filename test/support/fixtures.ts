@@ -1,3 +1,4 @@
+import type { EnforcementLevel, RunStage } from '@runtasks/shared';
 import type { Harness } from './harness.ts';
 
 export const JSON_API = 'application/vnd.api+json';
@@ -8,6 +9,10 @@ export interface Fixture {
   workspaceId: string;
   teamId: string;
 }
+
+let counter = 0;
+/** Organization names (and the like) are global: every test takes its own. Jest gives each test file its own counter. */
+export const uniqueName = (label: string): string => `${label}-${++counter}`;
 
 /** Sends a JSON:API request with a bearer token and returns supertest's response. */
 export function api(h: Harness, method: 'get' | 'post' | 'patch' | 'delete' | 'put', path: string, token?: string, body?: unknown) {
@@ -82,6 +87,43 @@ export async function createRun(h: Harness, token: string, workspaceId: string, 
     data: { type: 'runs', attributes, relationships: { workspace: { data: { type: 'workspaces', id: workspaceId } } } },
   });
   if (res.status !== 201) throw new Error(`create run: ${res.status} ${res.text}`);
+  return res.body.data.id as string;
+}
+
+/** A run task of `owner`'s organization calling `url`; no HMAC key unless given, a unique name unless given. */
+export async function createTask(
+  h: Harness,
+  owner: Fixture,
+  url: string,
+  options: { hmacKey?: string | null; name?: string } = {},
+): Promise<string> {
+  const res = await api(h, 'post', `/organizations/${owner.organization}/tasks`, owner.organizationToken, {
+    data: {
+      type: 'tasks',
+      attributes: { name: options.name ?? uniqueName('task'), url, category: 'task', 'hmac-key': options.hmacKey ?? null },
+    },
+  });
+  if (res.status !== 201) throw new Error(`create task: ${res.status} ${res.text}`);
+  return res.body.data.id as string;
+}
+
+/** Attaches a task to a workspace (mandatory on post_plan unless told); the workspace task's id. */
+export async function attachTask(
+  h: Harness,
+  owner: Fixture,
+  workspaceId: string,
+  taskId: string,
+  enforcement: EnforcementLevel = 'mandatory',
+  stages: RunStage[] = ['post_plan'],
+): Promise<string> {
+  const res = await api(h, 'post', `/workspaces/${workspaceId}/tasks`, owner.organizationToken, {
+    data: {
+      type: 'workspace-tasks',
+      attributes: { 'enforcement-level': enforcement, stages },
+      relationships: { task: { data: { type: 'tasks', id: taskId } } },
+    },
+  });
+  if (res.status !== 201) throw new Error(`attach task: ${res.status} ${res.text}`);
   return res.body.data.id as string;
 }
 

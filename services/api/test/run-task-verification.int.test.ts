@@ -1,12 +1,13 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { RunTask } from '@runtasks/shared';
-import { execFileSync } from 'node:child_process';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expectError, uniqueName } from '../../../test/support/assertions.ts';
 import { api, eventually, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
+import { freePort } from '../../../test/support/processes.ts';
+import { opensslHmac } from '../../../test/support/signatures.ts';
 
 /** One request as the task server received it: the raw body bytes, before any parsing. */
 interface ReceivedRequest {
@@ -60,23 +61,6 @@ async function startTaskServer(reply: (request: ReceivedRequest) => Reply = () =
   });
   servers.push(state);
   return state;
-}
-
-/** A loopback port with nothing listening on it (bound, then released). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
-/** HMAC-SHA512 computed by the openssl binary, independently of the code under test. */
-function opensslHmac(key: string, body: Buffer): string {
-  const output = execFileSync('openssl', ['dgst', '-sha512', '-hmac', key], { input: body }).toString('utf8');
-  const match = /=\s*([0-9a-f]{128})\s*$/.exec(output);
-  if (!match?.[1]) throw new Error(`unexpected openssl output: ${output}`);
-  return match[1];
 }
 
 /** What a task server does with the signature: answers 401 unless it was made with `key`. */
@@ -195,7 +179,8 @@ describe('run task verification', () => {
     });
 
     it('answers 422 "refused" when nothing listens on the port', async () => {
-      const port = await closedPort();
+      // Bound, then released: nothing listens on it.
+      const port = await freePort();
       const before = await countTasks(h);
       const res = await createTask({ url: `http://127.0.0.1:${port}/hook` });
       expect(expectError(res, 422, '/data/attributes/url').detail).toContain('refused');

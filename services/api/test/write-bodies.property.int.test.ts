@@ -41,6 +41,7 @@ import {
   JSON_API,
 } from '../../../test/support/fixtures.ts';
 import { NOT_FOUND, uniqueName, type Response } from '../../../test/support/assertions.ts';
+import { encode, Raw } from '../../../test/support/raw-json.ts';
 
 /**
  * Property-based tests over the request body of every write route (POST, PATCH, PUT in ROUTES):
@@ -61,34 +62,7 @@ import { NOT_FOUND, uniqueName, type Response } from '../../../test/support/asse
  */
 
 // ---------------------------------------------------------------------------------------------
-// Bodies: JSON values, plus Raw fragments spliced in verbatim (deep nesting, invalid UTF-8), so the
-// test itself never recurses through a deep value nor has to produce invalid UTF-8 from a string.
-
-class Raw {
-  readonly bytes: Buffer;
-  constructor(bytes: Buffer | string) {
-    this.bytes = typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes;
-  }
-  [fc.toStringMethod](): string {
-    const preview = this.bytes.subarray(0, 40).toString('latin1');
-    return `Raw(${this.bytes.length} bytes: ${JSON.stringify(preview)}${this.bytes.length > 40 ? '…' : ''})`;
-  }
-}
-
-const PLACEHOLDER = /"\\u0001raw(\d+)\\u0001"/g;
-
-function encode(body: unknown): Buffer {
-  const raws: Raw[] = [];
-  const text = JSON.stringify(body, (_key, value: unknown) => {
-    if (value instanceof Raw) {
-      raws.push(value);
-      return `\u0001raw${raws.length - 1}\u0001`;
-    }
-    return value;
-  });
-  const parts = text.split(PLACEHOLDER);
-  return Buffer.concat(parts.map((part, index) => (index % 2 === 0 ? Buffer.from(part, 'utf8') : (raws[Number(part)] as Raw).bytes)));
-}
+// Bodies: JSON values, plus Raw fragments spliced in verbatim by `encode` (test/support/raw-json.ts).
 
 /** `depth` nested objects (the outermost is level 1) around the number 1. */
 const deepObject = (depth: number): Raw => new Raw('{"a":'.repeat(depth) + '1' + '}'.repeat(depth));

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { JOBS, QUEUES, type EnforcementLevel, type RunStage } from '@runtasks/shared';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -15,8 +15,18 @@ import {
   type TaskResultStatus as TaskServerResult,
 } from '../../../examples/run-task-server/server.ts';
 import { expectError, uniqueName, UNAUTHORIZED } from '../../../test/support/assertions.ts';
-import { api, createRun, createWorkspace, eventually, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
+import {
+  api,
+  attachTask,
+  createRun,
+  createTask,
+  createWorkspace,
+  eventually,
+  seedOrganization,
+  type Fixture,
+} from '../../../test/support/fixtures.ts';
 import { startHarness, TEST_SECRET_KEY, type Harness } from '../../../test/support/harness.ts';
+import { opensslHmac } from '../../../test/support/signatures.ts';
 
 /**
  * End to end: the API in this process, two worker processes (services/worker/src/main.ts) sharing
@@ -190,25 +200,6 @@ describe('orchestration end to end: API + two worker processes + real task serve
     return request.payload;
   };
 
-  async function createTask(owner: Fixture, url: string, hmacKey?: string): Promise<string> {
-    const res = await api(h, 'post', `/organizations/${owner.organization}/tasks`, owner.organizationToken, {
-      data: { type: 'tasks', attributes: { name: uniqueName('task'), url, category: 'task', 'hmac-key': hmacKey ?? null } },
-    });
-    if (res.status !== 201) throw new Error(`create task: ${res.status} ${res.text}`);
-    return res.body.data.id as string;
-  }
-
-  async function attachTask(owner: Fixture, workspaceId: string, taskId: string, enforcement: EnforcementLevel, stages: RunStage[]) {
-    const res = await api(h, 'post', `/workspaces/${workspaceId}/tasks`, owner.organizationToken, {
-      data: {
-        type: 'workspace-tasks',
-        attributes: { 'enforcement-level': enforcement, stages },
-        relationships: { task: { data: { type: 'tasks', id: taskId } } },
-      },
-    });
-    if (res.status !== 201) throw new Error(`attach task: ${res.status} ${res.text}`);
-  }
-
   /** A fresh workspace with one task per spec, each backed by its own task server. */
   async function workspaceWith(owner: Fixture, specs: TaskSpec[]): Promise<{ workspaceId: string; tasks: TaskSetup[] }> {
     const workspaceId = await createWorkspace(h, owner.organization, owner.organizationToken, uniqueName('ws'));
@@ -223,8 +214,8 @@ describe('orchestration end to end: API + two worker processes + real task serve
       });
       const url = spec.delayMs === undefined ? `${server.url}/run-task` : await delayingProxy(`${server.url}/run-task`, spec.delayMs);
       // Created through the API, so the verification request must reach a live server that signs alike.
-      const taskId = await createTask(owner, url, spec.hmacKey);
-      await attachTask(owner, workspaceId, taskId, spec.enforcement ?? 'mandatory', spec.stages ?? ['post_plan']);
+      const taskId = await createTask(h, owner, url, { hmacKey: spec.hmacKey });
+      await attachTask(h, owner, workspaceId, taskId, spec.enforcement, spec.stages);
       // Connection refused: nothing listens there any more.
       if (spec.destination === 'refused') await server.close();
       // A loopback address outside TASK_DESTINATION_ALLOWLIST (127.0.0.1/32): the destination guard refuses it.
@@ -369,14 +360,6 @@ describe('orchestration end to end: API + two worker processes + real task serve
       // not JSON
     }
     return { status: response.status, body };
-  }
-
-  /** HMAC-SHA512 by the openssl binary, independent of the code under test. */
-  function opensslHmac(key: string, body: Buffer): string {
-    const output = execFileSync('openssl', ['dgst', '-sha512', '-hmac', key], { input: body }).toString('utf8');
-    const match = /=\s*([0-9a-f]{128})\s*$/.exec(output);
-    if (!match?.[1]) throw new Error(`unexpected openssl output: ${output}`);
-    return match[1];
   }
 
   beforeAll(async () => {

@@ -4,6 +4,7 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { MockAgent } from 'undici';
 import { eventually } from '../../../test/support/fixtures.ts';
+import { freePort } from '../../../test/support/processes.ts';
 import { encodePayload, verificationPayload } from './payload.ts';
 import {
   createTaskClient,
@@ -53,14 +54,6 @@ async function realServer(handler: (res: ServerResponse, path: string) => void):
     await new Promise<void>((resolve) => server.close(() => resolve()));
   });
   return { port: (server.address() as AddressInfo).port, connections: () => connections };
-}
-
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 function expectError(outcome: DeliveryOutcome, errorKind: DeliveryErrorKind): void {
@@ -226,7 +219,7 @@ describe('createTaskClient.post (undici MockAgent)', () => {
 describe('createTaskClient.post (real loopback sockets)', () => {
   it('classifies a refused connection', async () => {
     const client = clientWith({ allowlist: ['127.0.0.1/32'] });
-    const outcome = await client.post(`http://127.0.0.1:${await closedPort()}/hook`, BODY, null);
+    const outcome = await client.post(`http://127.0.0.1:${await freePort()}/hook`, BODY, null);
     expectError(outcome, 'refused');
     expect(describeOutcome(outcome)).toBe('the connection was refused');
   });

@@ -138,12 +138,17 @@ describe('callbacks wake the run once per stage', () => {
     const other = new pg.Client({ connectionString: h.config.databaseUrl });
     await other.connect();
     try {
+      // This side checks for a deadlock only after 10 s of waiting, the callback after 1 s: the callback is the one aborted.
+      await other.query(`set deadlock_timeout = '10s'`);
       await other.query('begin');
       await other.query('select id from task_stages where run_id = $1 for update', [runId]);
       // supertest sends on `then`: started now, awaited below.
       const answer = Promise.resolve(verdict(first, 'passed'));
+      // The callback's connection waits on a lock in this test's database (other suites' databases share the server).
       await eventually(async () => {
-        const { rows } = await other.query<{ waiting: string }>(`select count(*) as waiting from pg_locks where not granted`);
+        const { rows } = await other.query<{ waiting: string }>(
+          `select count(*) as waiting from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`,
+        );
         return Number(rows[0]?.waiting) > 0 ? true : undefined;
       });
       await other.query('select id from task_results where id = $1 for update', [first.id]);

@@ -3,7 +3,8 @@ import { newId } from '../domain/ids.ts';
 import { planTaskStages, type PlannableTask } from '../domain/planner.ts';
 import { RUN_STAGES, type EnforcementLevel, type RunStage } from '../domain/statuses.ts';
 
-interface TaskRow {
+/** A row of PLANNABLE_TASKS_SQL. */
+export interface TaskRow {
   task_id: string;
   workspace_task_id: string | null;
   name: string;
@@ -38,15 +39,22 @@ export interface PlanContext {
  * The workspace's attached tasks, then (when entitled) the organization's global ones, each in
  * creation order: one statement. Parameters: workspace, organization, entitled to global tasks.
  */
-const PLANNABLE_TASKS_SQL = `
-  select task_id, workspace_task_id, name, url, hmac_key_encrypted, enabled, enforcement_level, stages from (
+/**
+ * The union under PLANNABLE_TASKS_SQL, over SQL expressions for the workspace, the organization and
+ * the entitlement (parameters, or an outer query's columns), with its sort keys source, at, tiebreak.
+ */
+export const plannableTasksUnion = (workspace: string, organization: string, globalEntitled: string): string => `
     select 0 as source, wt.created_at as at, wt.id as tiebreak, t.id as task_id, wt.id as workspace_task_id, t.name, t.url,
            t.hmac_key_encrypted, t.enabled, wt.enforcement_level, wt.stages
       from workspace_tasks wt join run_tasks t on t.id = wt.task_id
-     where wt.workspace_id = ?
+     where wt.workspace_id = ${workspace}
     union all
     select 1, t.created_at, t.id, t.id, null, t.name, t.url, t.hmac_key_encrypted, t.enabled, t.global_enforcement_level, t.global_stages
-      from run_tasks t where t.organization_id = ? and ?::boolean and t.global_enabled) tasks
+      from run_tasks t where t.organization_id = ${organization} and ${globalEntitled} and t.global_enabled`;
+
+export const PLANNABLE_TASKS_SQL = `
+  select task_id, workspace_task_id, name, url, hmac_key_encrypted, enabled, enforcement_level, stages
+    from (${plannableTasksUnion('?', '?', '?::boolean')}) tasks
   order by source, at, tiebreak`;
 
 export interface InsertedStage {
@@ -74,64 +82,92 @@ export async function insertPlannedStages(tx: SqlRunner, runId: string): Promise
   });
 }
 
-/**
- * As insertPlannedStages, for a caller that knows the run: the API, in the transaction that creates
- * it. Returns the run's stages in lifecycle order.
- */
-export async function insertPlannedStagesFor(tx: SqlRunner, runId: string, run: PlanContext): Promise<InsertedStage[]> {
-  const tasks = await tx.execute<TaskRow[]>(PLANNABLE_TASKS_SQL, [run.workspaceId, run.organizationId, run.globalEntitled]);
-  const workspaceTasks = tasks.filter((task) => task.workspace_task_id !== null);
-  const globalTasks = tasks.filter((task) => task.workspace_task_id === null);
+/** A run's planned stages and results, with their ids, ready to insert. */
+export interface PlannedRows {
+  stages: { id: string; stage: RunStage; openResults: number }[];
+  results: { id: string; stage: RunStage; task: PlannableTask }[];
+}
+
+/** Plans the rows of a run from its plannable tasks (PLANNABLE_TASKS_SQL's rows): stages in lifecycle order. */
+export function planRows(tasks: readonly TaskRow[], run: Pick<PlanContext, 'planOnly'>): PlannedRows {
   const planned = planTaskStages({
-    workspaceTasks: workspaceTasks.map(toPlannable),
-    globalTasks: globalTasks.map(toPlannable),
+    workspaceTasks: tasks.filter((task) => task.workspace_task_id !== null).map(toPlannable),
+    globalTasks: tasks.filter((task) => task.workspace_task_id === null).map(toPlannable),
     speculative: run.planOnly,
   });
-  if (planned.length === 0) return [];
+  const stages = planned
+    .map(({ stage, tasks: planned }) => ({ id: newId('taskStage'), stage, openResults: planned.length }))
+    .sort((a, b) => RUN_STAGES.indexOf(a.stage) - RUN_STAGES.indexOf(b.stage));
+  const results = planned.flatMap(({ stage, tasks: planned }) => planned.map((task) => ({ id: newId('taskResult'), stage, task })));
+  return { stages, results };
+}
+
+/**
+ * Inserts planned stages: `?` the run, then arrays of ids, stages and open-result counts (one statement
+ * whatever their number, and the same text, so it can be prepared). open_results starts at the stage's
+ * number of results (all pending); the task_results trigger counts it down as they end.
+ */
+export const INSERT_STAGES_SQL = `insert into task_stages (id, run_id, stage, status, status_timestamps, open_results, version, created_at, updated_at)
+  select s.id, ?, s.stage, 'pending', '{}', s.open_results, 1, now(), now()
+    from unnest(?::text[], ?::text[], ?::int[]) as s(id, stage, open_results)
+  on conflict (run_id, stage) do nothing returning id, stage`;
+
+export const insertStagesParams = (runId: string, stages: PlannedRows['stages']): unknown[] => [
+  runId,
+  stages.map((stage) => stage.id),
+  stages.map((stage) => stage.stage),
+  stages.map((stage) => stage.openResults),
+];
+
+/**
+ * Inserts planned results: arrays of ids, stage ids, task ids, workspace task ids, names, URLs, HMAC
+ * keys (encrypted), enforcement levels and stages, then whether the run is speculative. created_at keeps
+ * the planned order (results are listed by it): one clock reading per row, plus the row's position in
+ * microseconds so rows inserted within the same microsecond stay ordered.
+ */
+export const INSERT_RESULTS_SQL = `insert into task_results (id, task_stage_id, task_id, workspace_task_id, task_name, task_url, hmac_key_encrypted,
+                           enforcement_level, stage, is_speculative, status, status_timestamps, attempts, outcomes_count,
+                           version, created_at, updated_at)
+  select r.id, r.stage_id, r.task_id, r.workspace_task_id, r.name, r.url, r.hmac_key_encrypted, r.enforcement_level, r.stage, ?::boolean,
+         'pending', '{}', 0, 0, 1, clock_timestamp() + r.position * interval '1 microsecond', clock_timestamp() + r.position * interval '1 microsecond'
+    from unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[])
+         with ordinality as r(id, stage_id, task_id, workspace_task_id, name, url, hmac_key_encrypted, enforcement_level, stage, position)
+  on conflict do nothing`;
+
+export const insertResultsParams = (
+  results: PlannedRows['results'],
+  stageIds: ReadonlyMap<RunStage, string>,
+  planOnly: boolean,
+): unknown[] => [
+  planOnly,
+  results.map((result) => result.id),
+  results.map((result) => stageIds.get(result.stage)),
+  results.map((result) => result.task.taskId),
+  results.map((result) => result.task.workspaceTaskId),
+  results.map((result) => result.task.name),
+  results.map((result) => result.task.url),
+  results.map((result) => result.task.hmacKeyEncrypted),
+  results.map((result) => result.task.enforcementLevel),
+  results.map((result) => result.stage),
+];
+
+/** As insertPlannedStages, for a caller that knows the run. Returns the run's stages in lifecycle order. */
+export async function insertPlannedStagesFor(tx: SqlRunner, runId: string, run: PlanContext): Promise<InsertedStage[]> {
+  const tasks = await tx.execute<TaskRow[]>(PLANNABLE_TASKS_SQL, [run.workspaceId, run.organizationId, run.globalEntitled]);
+  const planned = planRows(tasks, run);
+  if (planned.stages.length === 0) return [];
   // Two statements whatever the number of stages and tasks: every stage, then (with their ids) every result.
-  const inserted = await tx.execute<{ id: string; stage: RunStage }[]>(
-    // open_results starts at the stage's number of results (inserted below, all pending); the
-    // task_results trigger counts it down as they end.
-    `insert into task_stages (id, run_id, stage, status, status_timestamps, open_results, version, created_at, updated_at)
-     values ${planned.map(() => `(?, ?, ?, 'pending', '{}', ?::int, 1, now(), now())`).join(', ')} on conflict (run_id, stage) do nothing returning id, stage`,
-    planned.flatMap(({ stage, tasks }) => [newId('taskStage'), runId, stage, tasks.length]),
-  );
+  const inserted = await tx.execute<InsertedStage[]>(INSERT_STAGES_SQL, insertStagesParams(runId, planned.stages));
   // A stage that already existed (planned by someone else first) is not returned: read the ids then.
   const stageRows =
-    inserted.length === planned.length
+    inserted.length === planned.stages.length
       ? inserted
-      : await tx.execute<{ id: string; stage: RunStage }[]>(`select id, stage from task_stages where run_id = ?`, [runId]);
-  const stageIds = new Map(stageRows.map((row) => [row.stage, row.id]));
+      : await tx.execute<InsertedStage[]>(`select id, stage from task_stages where run_id = ?`, [runId]);
   const stages = [...stageRows].sort((a, b) => RUN_STAGES.indexOf(a.stage) - RUN_STAGES.indexOf(b.stage));
-  const rows = planned.flatMap(({ stage, tasks }) => tasks.map((task) => ({ stage, task })));
-  if (rows.length === 0) return stages;
-  // created_at keeps the planned order (results are listed by it): one clock reading per row as
-  // before, plus the row's position in microseconds so rows inserted within the same microsecond stay ordered.
+  if (planned.results.length === 0) return stages;
   await tx.execute(
-    `insert into task_results (id, task_stage_id, task_id, workspace_task_id, task_name, task_url, hmac_key_encrypted,
-                               enforcement_level, stage, is_speculative, status, status_timestamps, attempts, outcomes_count,
-                               version, created_at, updated_at)
-     values ${rows
-       .map(
-         () =>
-           `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', '{}', 0, 0, 1, clock_timestamp() + ? * interval '1 microsecond', clock_timestamp() + ? * interval '1 microsecond')`,
-       )
-       .join(', ')}
-     on conflict do nothing`,
-    rows.flatMap(({ stage, task }, index) => [
-      newId('taskResult'),
-      stageIds.get(stage),
-      task.taskId,
-      task.workspaceTaskId,
-      task.name,
-      task.url,
-      task.hmacKeyEncrypted,
-      task.enforcementLevel,
-      stage,
-      run.planOnly,
-      index,
-      index,
-    ]),
+    INSERT_RESULTS_SQL,
+    insertResultsParams(planned.results, new Map(stageRows.map((row) => [row.stage, row.id])), run.planOnly),
   );
   return stages;
 }

@@ -48,14 +48,19 @@ export function canCreateWorkspaces(principal: Principal, organizationId: string
 }
 
 /**
- * `workspaceScope(principal, 'runs:read')` for the raw read paths, as one fixed SQL condition (so the
- * statement can be prepared) over the workspace alias `w`, with two parameters from
- * `readableWorkspaceParams`: the organization (null: any, the site admin) and the team whose access
- * the workspace needs (null: none needed). Any access of the team's reads runs, as TEAM_ACCESS_FOR says.
+ * `workspaceScope(principal, need)` for the raw paths, as one fixed SQL condition (so the statement can
+ * be prepared) over the workspace alias `w`, with two parameters from `readableWorkspaceParams`: the
+ * organization (null: any, the site admin) and the team whose access the workspace needs (null: none
+ * needed), with the access TEAM_ACCESS_FOR asks of the team for `need` (any access reads runs).
  */
-export const readableWorkspaceSql = (organizationParam: number, teamParam: number): string =>
+export const workspaceAccessSql = (organizationParam: number, teamParam: number, need: 'runs:read' | 'runs:plan' = 'runs:read'): string =>
   `($${organizationParam}::text is null or w.organization_id = $${organizationParam})
-   and ($${teamParam}::text is null or exists (select 1 from team_workspaces ta where ta.workspace_id = w.id and ta.team_id = $${teamParam}))`;
+   and ($${teamParam}::text is null or exists (select 1 from team_workspaces ta where ta.workspace_id = w.id and ta.team_id = $${teamParam}${
+     need === 'runs:plan' ? ` and ta.runs in ('plan', 'apply')` : ''
+   }))`;
+
+export const readableWorkspaceSql = (organizationParam: number, teamParam: number): string =>
+  workspaceAccessSql(organizationParam, teamParam, 'runs:read');
 
 export function readableWorkspaceParams(principal: Principal): [string | null, string | null] {
   if (principal.kind === 'admin') return [null, null];

@@ -1,5 +1,17 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { ApiError, ConfigurationVersion, DB_NOW_ISO, generateToken, isPlausibleToken, newId, notFound, Run } from '@runtasks/shared';
+import {
+  ApiError,
+  ConfigurationVersion,
+  DB_NOW_ISO,
+  generateToken,
+  inTransaction,
+  isPlausibleToken,
+  nativePool,
+  newId,
+  notFound,
+  numbered,
+  Run,
+} from '@runtasks/shared';
 import { z } from 'zod';
 import { workspaceScope } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
@@ -9,7 +21,8 @@ import { collection, parsePage } from '../http/pagination.ts';
 import { readRawBody } from '../http/raw-body.ts';
 import { serializeConfigurationVersion } from '../serializers/configuration-version.serializer.ts';
 import { checkArchive } from '../services/configuration-version.service.ts';
-import { createRun } from '../services/run.service.ts';
+import { isGlobalEntitled } from '../services/run-task.service.ts';
+import { createRunIn } from '../services/run.service.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { flexibleBoolean } from './schemas.ts';
 import { findWorkspace } from './workspaces.routes.ts';
@@ -75,18 +88,19 @@ async function upload(ctx: ApiContext): Promise<void> {
   const check = checkArchive(archive, ctx.deps.config.configurationVersionMaxBytes);
   if (!check.ok && !check.errored) throw new ApiError(check.status, 'invalid archive', check.detail);
   const status = check.ok ? 'uploaded' : 'errored';
-  await em.transactional(async (tx) => {
-    const claimed = await tx.execute(
-      `update configuration_versions set status = ?, error_message = ?, archive = ?, archive_size = ?, upload_token_hash = null,
+  await inTransaction(await nativePool(em), async (client) => {
+    const claimed = await client.query(
+      numbered(`update configuration_versions set status = ?, error_message = ?, archive = ?, archive_size = ?, upload_token_hash = null,
               status_timestamps = status_timestamps || jsonb_build_object(?::text, ${DB_NOW_ISO}), updated_at = now()
-        where id = ? and status = 'pending' and upload_token_hash is not null`,
+        where id = ? and status = 'pending' and upload_token_hash is not null`),
       [status, check.ok ? null : check.detail, check.ok ? archive : null, archive.length, `${status}-at`, version.id],
-      'run',
     );
     // A concurrent upload to the same URL won: this one found a used URL.
-    if ((claimed as { affectedRows?: number }).affectedRows === 0) throw notFound();
+    if (claimed.rowCount === 0) throw notFound();
     if (check.ok && version.autoQueueRuns) {
-      await createRun(tx, version.workspace, {
+      const organization = version.workspace.organization;
+      const place = { workspaceId: version.workspace.id, organizationId: organization.id, globalEntitled: isGlobalEntitled(organization) };
+      await createRunIn(client, place, {
         message: 'Triggered via API',
         planOnly: version.speculative,
         isDestroy: false,

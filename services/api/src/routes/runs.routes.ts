@@ -1,8 +1,22 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { ConfigurationVersion, invalidAttribute, notFound, Run, RUN_STAGES, TaskResult, TaskStage, type RunAction } from '@runtasks/shared';
+import {
+  ConfigurationVersion,
+  invalidAttribute,
+  nativePool,
+  notFound,
+  plannableTasksUnion,
+  prepared,
+  Run,
+  RUN_STAGES,
+  runPrepared,
+  TaskResult,
+  TaskStage,
+  type RunAction,
+  type TaskRow,
+} from '@runtasks/shared';
 import { z } from 'zod';
 import type { Principal } from '../auth/principal.ts';
-import { workspaceScope, type WorkspaceNeed } from '../auth/scopes.ts';
+import { readableWorkspaceParams, workspaceAccessSql, workspaceScope, type WorkspaceNeed } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
@@ -10,7 +24,7 @@ import { single, type Resource } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
 import { serializeRun } from '../serializers/run.serializer.ts';
 import { serializeTaskStage } from '../serializers/task-stage.serializer.ts';
-import { applyRunAction, createRun } from '../services/run.service.ts';
+import { applyRunAction, createRun, type RunPlace } from '../services/run.service.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { findWorkspace } from './workspaces.routes.ts';
 import { flexibleBoolean, NO_NUL, relationshipTo, resourceDocument, safeText, WELL_FORMED } from './schemas.ts';
@@ -134,20 +148,56 @@ async function uploadedConfigurationVersion(
   return version;
 }
 
+/**
+ * The workspace a run is created in (scoped as `runs:plan`) with its plannable tasks in order, one row
+ * per task (one row with null task columns when it has none): one statement. $1 workspace id, $2 $3 scope.
+ */
+const PLANNABLE_WORKSPACE = prepared(
+  'plannable-workspace',
+  `select w.id as workspace_id, w.organization_id, w.auto_apply, entitlement.global_entitled,
+          t.task_id, t.workspace_task_id, t.name, t.url, t.hmac_key_encrypted, t.enabled, t.enforcement_level, t.stages
+     from workspaces w join organizations o on o.id = w.organization_id
+    cross join lateral (select o.edition = 'standard' and o.global_run_tasks_enabled as global_entitled) entitlement
+     left join lateral (${plannableTasksUnion('w.id', 'o.id', 'entitlement.global_entitled')}) t on true
+    where w.id = $1 and ${workspaceAccessSql(2, 3, 'runs:plan')}
+    order by t.source, t.at, t.tiebreak`,
+);
+
+type PlannableWorkspaceRow = { workspace_id: string; organization_id: string; auto_apply: boolean; global_entitled: boolean } & (
+  TaskRow | { [K in keyof TaskRow]: null }
+);
+
+async function plannableWorkspace(ctx: ApiContext, workspaceId: string): Promise<RunPlace & { autoApply: boolean; tasks: TaskRow[] }> {
+  const rows = await runPrepared<PlannableWorkspaceRow>(await nativePool(ctx.state.em), PLANNABLE_WORKSPACE, [
+    workspaceId,
+    ...readableWorkspaceParams(ctx.state.principal),
+  ]);
+  const [first] = rows;
+  if (!first) throw notFound();
+  return {
+    workspaceId: first.workspace_id,
+    organizationId: first.organization_id,
+    globalEntitled: first.global_entitled,
+    autoApply: first.auto_apply,
+    tasks: rows.filter((row): row is PlannableWorkspaceRow & TaskRow => row.task_id !== null),
+  };
+}
+
 async function create(ctx: ApiContext): Promise<void> {
   const { attributes, relationships } = parseWith(createSchema, ctx.request.body).data;
-  const workspace = await findWorkspace(ctx, 'runs:plan', { id: relationships.workspace.data.id });
-  const configurationVersion = await uploadedConfigurationVersion(ctx, workspace.id, relationships['configuration-version']?.data?.id);
-  const { run, stageIds } = await createRun(ctx.state.em, workspace, {
+  const place = await plannableWorkspace(ctx, relationships.workspace.data.id);
+  const configurationVersion = await uploadedConfigurationVersion(ctx, place.workspaceId, relationships['configuration-version']?.data?.id);
+  const input = {
     message: attributes.message ?? 'Queued manually via the API',
     // A speculative configuration version makes a speculative (plan-only) run, as in HCP.
     planOnly: (attributes['plan-only'] ?? false) || (configurationVersion?.speculative ?? false),
     isDestroy: attributes['is-destroy'] ?? false,
-    autoApply: attributes['auto-apply'] ?? workspace.autoApply,
+    autoApply: attributes['auto-apply'] ?? place.autoApply,
     planJson: attributes['plan-json'] ?? null,
     configurationVersionId: configurationVersion?.id ?? null,
     createdBy: ctx.state.principal.tokenId,
-  });
+  };
+  const { run, stageIds } = await createRun(await nativePool(ctx.state.em), place, input, place.tasks);
   respond(ctx, 201, single(serializeRun(run, stageIds)));
 }
 

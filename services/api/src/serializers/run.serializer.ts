@@ -1,7 +1,23 @@
 import { runActionTarget, type Run } from '@runtasks/shared';
 import { selfLink, timestamp, toMany, toOne, type Resource } from '../http/jsonapi.ts';
 
-export function serializeRun(run: Run, taskStageIds: readonly string[]): Resource {
+/** What a run's document shows: the entity, or a run just created without the unit of work. */
+export type RunView = Pick<
+  Run,
+  | 'id'
+  | 'status'
+  | 'statusTimestamps'
+  | 'message'
+  | 'isDestroy'
+  | 'planOnly'
+  | 'autoApply'
+  | 'hasTaskWarnings'
+  | 'createdAt'
+  | 'planId'
+  | 'configurationVersionId'
+> & { workspace: { id: string } };
+
+export function serializeRun(run: RunView, taskStageIds: readonly string[]): Resource {
   const subject = { status: run.status, planOnly: run.planOnly };
   return {
     id: run.id,

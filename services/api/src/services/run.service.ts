@@ -1,20 +1,29 @@
-import { wrap } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import {
   conflict,
   DB_NOW_ISO,
-  insertPlannedStagesFor,
+  INSERT_RESULTS_SQL,
+  INSERT_STAGES_SQL,
+  insertResultsParams,
+  insertStagesParams,
   JOBS,
   newId,
+  numbered,
+  OUTBOX_CHANNEL,
+  PLANNABLE_TASKS_SQL,
+  planRows,
+  prepared,
   recordOutboxEvent,
-  Run,
   runActionSources,
   runActionTarget,
+  runPrepared,
   statusTimestampKey,
+  type Queryable,
+  type Run,
   type RunAction,
-  type Workspace,
+  type TaskRow,
 } from '@runtasks/shared';
-import { isGlobalEntitled } from './run-task.service.ts';
+import type { RunView } from '../serializers/run.serializer.ts';
 
 export interface CreateRunInput {
   message: string;
@@ -26,41 +35,104 @@ export interface CreateRunInput {
   createdBy: string | null;
 }
 
+/** The workspace a run is created in, as planning needs it. */
+export interface RunPlace {
+  workspaceId: string;
+  organizationId: string;
+  /** The organization may use global run tasks (standard edition with them switched on). */
+  globalEntitled: boolean;
+}
+
 /**
- * Creates a run with its task stages and results (status `pending`) and its `run.created` outbox
- * event in one transaction. Redis is not touched: the worker's relay publishes the event after
- * commit (woken by NOTIFY), so a crash at any point either loses nothing or creates nothing.
- * Returns the run and its stages' ids in lifecycle order.
+ * A run, its `run.created` outbox event (with its NOTIFY) and its planned task stages and results
+ * (status `pending`), in one statement: atomic without an explicit transaction, and the same text
+ * whatever the number of stages and tasks (arrays), so it is prepared. Returns the run's created_at.
  */
-export async function createRun(em: EntityManager, workspace: Workspace, input: CreateRunInput): Promise<{ run: Run; stageIds: string[] }> {
-  return em.transactional(async (tx) => {
-    const organization = workspace.organization;
-    // Loaded with the workspace by the API's lookups; read here only when a caller did not.
-    if (!wrap(organization).isInitialized()) await wrap(organization).init();
-    const run = tx.create(Run, {
-      id: newId('run'),
-      organization,
-      workspace,
-      planId: newId('plan'),
-      status: 'pending',
-      message: input.message,
-      isDestroy: input.isDestroy,
-      planOnly: input.planOnly,
-      autoApply: input.autoApply,
-      planJson: input.planJson ?? null,
-      configurationVersionId: input.configurationVersionId,
-      createdBy: input.createdBy,
-    });
-    await tx.flush();
-    const stages = await insertPlannedStagesFor(tx, run.id, {
-      workspaceId: workspace.id,
-      organizationId: organization.id,
-      planOnly: input.planOnly,
-      globalEntitled: isGlobalEntitled(organization),
-    });
-    await recordOutboxEvent(tx, JOBS.runCreated, run.id);
-    return { run, stageIds: stages.map((stage) => stage.id) };
+const CREATE_RUN_SQL = `with run as (
+    insert into runs (id, organization_id, workspace_id, plan_id, status, status_timestamps, message, is_destroy, plan_only, auto_apply,
+                      has_task_warnings, created_by, configuration_version_id, plan_json, version, created_at, updated_at)
+    values (?, ?, ?, ?, 'pending', '{}', ?, ?, ?, ?, false, ?, ?, ?::jsonb, 1, now(), now()) returning created_at),
+  event as (
+    insert into outbox_events (topic, aggregate_id, payload, created_at, publish_attempts)
+    select ?::text, ?::text, jsonb_build_object('runId', ?::text), now(), 0 returning aggregate_id),
+  notified as (select pg_notify(?, aggregate_id) from event),
+  stages as (${INSERT_STAGES_SQL}),
+  results as (${INSERT_RESULTS_SQL})
+  select created_at, (select count(*) from notified) as notified from run`;
+
+const CREATE_RUN = prepared('create-run', numbered(CREATE_RUN_SQL));
+
+interface RunCreation {
+  params: unknown[];
+  /** The run as created, once its created_at is known; its stages' ids in lifecycle order. */
+  view: (createdAt: Date) => RunView;
+  stageIds: string[];
+}
+
+function runCreation(place: RunPlace, input: CreateRunInput, tasks: readonly TaskRow[]): RunCreation {
+  const id = newId('run');
+  const planId = newId('plan');
+  const planned = planRows(tasks, input);
+  const stageIds = new Map(planned.stages.map((stage) => [stage.stage, stage.id]));
+  const params = [
+    id,
+    place.organizationId,
+    place.workspaceId,
+    planId,
+    input.message,
+    input.isDestroy,
+    input.planOnly,
+    input.autoApply,
+    input.createdBy,
+    input.configurationVersionId,
+    input.planJson === null || input.planJson === undefined ? null : JSON.stringify(input.planJson),
+    JOBS.runCreated,
+    id,
+    id,
+    OUTBOX_CHANNEL,
+    ...insertStagesParams(id, planned.stages),
+    ...insertResultsParams(planned.results, stageIds, input.planOnly),
+  ];
+  const view = (createdAt: Date): RunView => ({
+    id,
+    status: 'pending',
+    statusTimestamps: {},
+    message: input.message,
+    isDestroy: input.isDestroy,
+    planOnly: input.planOnly,
+    autoApply: input.autoApply,
+    hasTaskWarnings: false,
+    createdAt,
+    workspace: { id: place.workspaceId },
+    planId,
+    configurationVersionId: input.configurationVersionId,
   });
+  return { params, view, stageIds: planned.stages.map((stage) => stage.id) };
+}
+
+/**
+ * Creates a run with its task stages and results and its `run.created` outbox event, atomically.
+ * Redis is not touched: the worker's relay publishes the event after commit (woken by NOTIFY), so a
+ * crash at any point either loses nothing or creates nothing. `tasks` are the workspace's plannable
+ * tasks, read by the caller (with the workspace, in one statement). Returns the run and its stages' ids.
+ */
+export async function createRun(
+  db: Queryable,
+  place: RunPlace,
+  input: CreateRunInput,
+  tasks: readonly TaskRow[],
+): Promise<{ run: RunView; stageIds: string[] }> {
+  const creation = runCreation(place, input, tasks);
+  const [row] = await runPrepared<{ created_at: Date }>(db, CREATE_RUN, creation.params);
+  return { run: creation.view(new Date(row?.created_at ?? Date.now())), stageIds: creation.stageIds };
+}
+
+const PLANNABLE_TASKS = prepared('plannable-tasks', numbered(PLANNABLE_TASKS_SQL));
+
+/** As createRun, on a client inside a caller's transaction, planning from the database. */
+export async function createRunIn(client: Queryable, place: RunPlace, input: CreateRunInput): Promise<void> {
+  const tasks = await runPrepared<TaskRow>(client, PLANNABLE_TASKS, [place.workspaceId, place.organizationId, place.globalEntitled]);
+  await createRun(client, place, input, tasks);
 }
 
 /**

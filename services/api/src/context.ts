@@ -33,8 +33,8 @@ export interface ApiState {
   em: EntityManager;
   /** Set instead of a principal when a task server reads with a task result's access token. */
   taskAccess?: TaskAccess;
-  /** Set by the callback route's authentication: the result its access token opens, as found then. */
-  callbackAccess?: { resultId: string; status: string; expired: boolean };
+  /** Set by the callback route's authentication: the result its access token claims to open, and the token's hash. */
+  callbackAccess?: { resultId: string; tokenHash: string };
 }
 
 /** What a task result's access token grants: its own callback and its run's plan JSON, while it lives. */

@@ -42,7 +42,7 @@ describe('callbacks wake the run once per stage', () => {
   });
 
   /** A run whose post_plan stage is running with its results open, each with a known access token. */
-  async function runWithOpenResults(): Promise<{ runId: string; results: { id: string; token: string }[] }> {
+  async function runWithOpenResults(bound = false): Promise<{ runId: string; results: { id: string; token: string }[] }> {
     const runId = await createRun(h, f.organizationToken, f.workspaceId);
     const connection = h.orm.em.fork().getConnection();
     const rows = await connection.execute<{ id: string }[]>(
@@ -50,7 +50,11 @@ describe('callbacks wake the run once per stage', () => {
       [runId],
     );
     expect(rows).toHaveLength(TASKS);
-    const results = rows.map((row) => ({ id: row.id, token: generateToken(CALLBACK_TOKEN_PREFIX) }));
+    // As the worker issues them (bound to their result), or as it did before (random).
+    const results = rows.map((row) => ({
+      id: row.id,
+      token: bound ? h.secrets.bindToken(CALLBACK_TOKEN_PREFIX, row.id) : generateToken(CALLBACK_TOKEN_PREFIX),
+    }));
     for (const result of results) {
       await connection.execute(
         `update task_results set status = 'running', callback_token_hash = ?, status_timestamps = jsonb_build_object('running-at', now()),
@@ -118,6 +122,50 @@ describe('callbacks wake the run once per stage', () => {
     // A refused callback (the result is final) changes neither.
     expect((await verdict(third, 'failed')).status).toBe(409);
     expect([await openResults(runId), await wakeEvents(runId)]).toEqual([0, 1]);
+  });
+
+  it('tokens bound to their result: a refusal still comes before an input error, and a binding alone opens nothing', async () => {
+    const { results } = await runWithOpenResults(true);
+    const [first, second, third] = results as [{ id: string; token: string }, { id: string; token: string }, { id: string; token: string }];
+    const invalid = (result: { id: string; token: string }) =>
+      api(h, 'patch', `/task-results/${result.id}/callback`, result.token, {
+        data: { type: 'task-results', attributes: { status: 'done' } },
+      });
+    const malformed = (result: { id: string; token: string }) =>
+      h.http
+        .patch(`/api/v2/task-results/${result.id}/callback`)
+        .set('Authorization', `Bearer ${result.token}`)
+        .set('Content-Type', 'application/vnd.api+json')
+        .send('{"data":');
+    expect((await invalid(first)).status).toBe(422);
+    expect((await malformed(first)).status).toBe(400);
+    expect((await verdict(first, 'passed')).status).toBe(200);
+    // Final: 409 whatever the body.
+    expect([(await invalid(first)).status, (await malformed(first)).status, (await verdict(first, 'failed')).status]).toEqual([
+      409, 409, 409,
+    ]);
+    // Past its hard deadline: 401 whatever the body.
+    await h.orm.em
+      .fork()
+      .getConnection()
+      .execute(`update task_results set hard_deadline = now() - interval '1 second' where id = ?`, [second.id]);
+    expect([(await invalid(second)).status, (await verdict(second, 'passed')).status]).toEqual([401, 401]);
+    // Another result's token, and a token bound to this result that was never issued (its hash is not stored).
+    const strangers = [
+      { id: third.id, token: second.token },
+      { id: third.id, token: h.secrets.bindToken(CALLBACK_TOKEN_PREFIX, third.id) },
+    ];
+    for (const stranger of strangers) {
+      expect([(await invalid(stranger)).status, (await malformed(stranger)).status, (await verdict(stranger, 'passed')).status]).toEqual([
+        401, 401, 401,
+      ]);
+    }
+    const [row] = await h.orm.em
+      .fork()
+      .getConnection()
+      .execute<{ status: string }[]>(`select status from task_results where id = ?`, [third.id]);
+    expect(row?.status).toBe('running');
+    expect((await verdict(third, 'passed')).status).toBe(200);
   });
 
   it('all at once, 20 times over: exactly one wake-up per stage, never none', async () => {

@@ -81,7 +81,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     progressTimeoutSeconds: deps.config.taskProgressTimeoutSeconds,
     maxRuntimeSeconds: deps.config.taskMaxRuntimeSeconds,
     attemptLeaseSeconds: ATTEMPT_LEASE_MS / 1000,
-    issueToken: () => issueToken(deps.secrets),
+    issueToken: (resultId: string) => issueToken(deps.secrets, resultId),
   };
   const metrics = deps.metrics ?? new Metrics();
   const dispatchDeps = {

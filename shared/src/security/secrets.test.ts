@@ -52,6 +52,39 @@ describe('tokens', () => {
   });
 });
 
+describe('tokens bound to a subject', () => {
+  const box = createSecretBox(KEY_A);
+  const token = box.bindToken(CALLBACK_TOKEN_PREFIX, 'result-1');
+
+  it('look like any generated token, and are distinct', () => {
+    expect(looksLikeToken(token, CALLBACK_TOKEN_PREFIX)).toBe(true);
+    const tokens = Array.from({ length: 1000 }, () => box.bindToken(CALLBACK_TOKEN_PREFIX, 'result-1'));
+    expect(new Set(tokens).size).toBe(tokens.length);
+  });
+
+  it('are bound to their subject, prefix and key only', () => {
+    expect(box.isBoundTo(token, CALLBACK_TOKEN_PREFIX, 'result-1')).toBe(true);
+    expect(box.isBoundTo(token, CALLBACK_TOKEN_PREFIX, 'result-2')).toBe(false);
+    expect(box.isBoundTo(token, CALLBACK_TOKEN_PREFIX, 'result-1\u0000')).toBe(false);
+    expect(box.isBoundTo(token.replace(CALLBACK_TOKEN_PREFIX, API_TOKEN_PREFIX), API_TOKEN_PREFIX, 'result-1')).toBe(false);
+    expect(createSecretBox(KEY_B).isBoundTo(token, CALLBACK_TOKEN_PREFIX, 'result-1')).toBe(false);
+    expect(box.isBoundTo(generateToken(CALLBACK_TOKEN_PREFIX), CALLBACK_TOKEN_PREFIX, 'result-1')).toBe(false);
+  });
+
+  it('refuse every single-character change and every malformed shape', () => {
+    const body = token.slice(CALLBACK_TOKEN_PREFIX.length);
+    for (let index = 0; index < body.length; index += 1) {
+      const changed = body.slice(0, index) + (body[index] === 'A' ? 'B' : 'A') + body.slice(index + 1);
+      // The last character carries only 4 of its 6 bits: a change there may decode to the same bytes.
+      if (Buffer.from(changed, 'base64url').equals(Buffer.from(body, 'base64url'))) continue;
+      expect(box.isBoundTo(CALLBACK_TOKEN_PREFIX + changed, CALLBACK_TOKEN_PREFIX, 'result-1')).toBe(false);
+    }
+    for (const malformed of ['', CALLBACK_TOKEN_PREFIX, token.slice(0, -1), `${token}A`, ` ${token}`, token.toUpperCase()]) {
+      expect(box.isBoundTo(malformed, CALLBACK_TOKEN_PREFIX, 'result-1')).toBe(false);
+    }
+  });
+});
+
 describe('isPlausibleToken', () => {
   it.each([
     [generateToken(API_TOKEN_PREFIX), true],

@@ -8,6 +8,14 @@ export interface SecretBox {
   hashToken(token: string): string;
   encrypt(plaintext: string): string;
   decrypt(envelope: string): string;
+  /**
+   * A token (the shape `generateToken` makes) bound to `subject`: 128 random bits, then a 128-bit MAC
+   * of them with the prefix and subject under a key of its own, so whether a presented token was
+   * issued for a subject is known without a lookup (its hash still has to match the stored one).
+   */
+  bindToken(prefix: string, subject: string): string;
+  /** Whether `token` was made by `bindToken(prefix, subject)` under this secret (constant time). */
+  isBoundTo(token: string, prefix: string, subject: string): boolean;
 }
 
 export const API_TOKEN_PREFIX = 'rtk_';
@@ -30,11 +38,17 @@ export function looksLikeToken(value: string, prefix: string): boolean {
   return value.startsWith(prefix) && /^[A-Za-z0-9_-]{43}$/.test(value.slice(prefix.length));
 }
 
+const BOUND_NONCE_BYTES = 16;
+const BOUND_MAC_BYTES = 16;
+
 export function createSecretBox(secretKey: string): SecretBox {
   // Separate derived keys so a hash can never be used as an encryption key or the other way round.
   // A KeyObject made once: createHmac with a raw Buffer imports the key again on every call.
   const hashKey = createSecretKey(createHash('sha256').update(`runtasks:token-hash:${secretKey}`).digest());
   const encryptionKey = createHash('sha256').update(`runtasks:encryption:${secretKey}`).digest();
+  const bindingKey = createSecretKey(createHash('sha256').update(`runtasks:token-binding:${secretKey}`).digest());
+  const bindingMac = (prefix: string, subject: string, nonce: Buffer): Buffer =>
+    createHmac('sha256', bindingKey).update(`${prefix}\u0000${subject}\u0000`).update(nonce).digest().subarray(0, BOUND_MAC_BYTES);
   return {
     hashToken: (token) => createHmac('sha256', hashKey).update(token).digest('hex'),
     encrypt(plaintext) {
@@ -50,6 +64,16 @@ export function createSecretBox(secretKey: string): SecretBox {
       const decipher = createDecipheriv('aes-256-gcm', encryptionKey, Buffer.from(iv, 'base64url'), { authTagLength: 16 });
       decipher.setAuthTag(Buffer.from(tag, 'base64url'));
       return Buffer.concat([decipher.update(Buffer.from(ciphertext, 'base64url')), decipher.final()]).toString('utf8');
+    },
+    bindToken(prefix, subject) {
+      const nonce = randomBytes(BOUND_NONCE_BYTES);
+      return prefix + Buffer.concat([nonce, bindingMac(prefix, subject, nonce)]).toString('base64url');
+    },
+    isBoundTo(token, prefix, subject) {
+      if (!looksLikeToken(token, prefix)) return false;
+      const bytes = Buffer.from(token.slice(prefix.length), 'base64url');
+      if (bytes.length !== BOUND_NONCE_BYTES + BOUND_MAC_BYTES) return false;
+      return timingSafeEqual(bytes.subarray(BOUND_NONCE_BYTES), bindingMac(prefix, subject, bytes.subarray(0, BOUND_NONCE_BYTES)));
     },
   };
 }

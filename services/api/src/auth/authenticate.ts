@@ -1,4 +1,13 @@
-import { CALLBACK_TOKEN_PREFIX, isPlausibleToken, nativePool, prepared, runPrepared, unauthorized, type Queryable } from '@runtasks/shared';
+import {
+  CALLBACK_TOKEN_PREFIX,
+  conflict,
+  isPlausibleToken,
+  nativePool,
+  prepared,
+  runPrepared,
+  unauthorized,
+  type Queryable,
+} from '@runtasks/shared';
 import type { Next } from 'koa';
 import type { ApiContext } from '../context.ts';
 import type { Principal } from './principal.ts';
@@ -89,32 +98,49 @@ const CALLBACK_ACCESS = prepared(
      from task_results where id = $1 and callback_token_hash = $2`,
 );
 
-/** A result by its id and its access token's hash: whether the token is its, and whether the result may still change. */
-export async function readCallbackAccess(
-  client: Queryable,
-  resultId: string,
-  tokenHash: string,
-): Promise<{ id: string; status: string; expired: boolean } | undefined> {
-  const [row] = await runPrepared<{ id: string; status: string; expired: boolean }>(client, CALLBACK_ACCESS, [resultId, tokenHash]);
-  return row;
+/** Why a callback may not change its result now (final: 409; past its hard deadline: 401), or nothing when it may. */
+export function callbackRefusal(status: string, expired: boolean): Error | undefined {
+  if (status !== 'pending' && status !== 'running')
+    return conflict(`The task result is already ${status}; it cannot change.`, 'transition not allowed');
+  if (expired) return unauthorized();
+  return undefined;
 }
+
+/** The refusal of a callback as the database has it now: 401 when the token is not the result's. */
+export async function currentCallbackRefusal(client: Queryable, resultId: string, tokenHash: string): Promise<Error | undefined> {
+  const [row] = await runPrepared<{ status: string; expired: boolean }>(client, CALLBACK_ACCESS, [resultId, tokenHash]);
+  return row ? callbackRefusal(row.status, row.expired) : unauthorized();
+}
+
+/** Errors about the request's input, which a refusal of the callback itself takes precedence over. */
+const INPUT_ERRORS: ReadonlySet<number> = new Set([400, 413, 415, 422]);
 
 /**
  * `callback` routes: the result's own access token, checked before the body is read (a 401 never
- * depends on the body, and no unauthenticated body is parsed). What it finds lets the handler refuse a
- * final or expired result before reading the body; the handler's statement checks all of it again.
+ * depends on the body, and no unauthenticated body is parsed), and a refusal (final: 409, expired: 401)
+ * comes before any complaint about the input. A token bound to this result (as the worker issues them,
+ * `SecretBox.bindToken`) is checked without a lookup: the handler's statement checks the stored hash,
+ * the status and the deadline, and an input error looks the result up before it is answered. Any
+ * other token (issued before binding, or not ours) is looked up first, as it always was.
  */
 export async function authenticateCallback(ctx: ApiContext, next: Next): Promise<void> {
   const token = bearerToken(ctx.get('authorization') || undefined);
   if (!token || !isPlausibleToken(token)) throw unauthorized();
-  const row = await readCallbackAccess(
-    await nativePool(ctx.state.em),
-    ctx.params['task_result_id'] ?? '',
-    ctx.deps.secrets.hashToken(token),
-  );
-  if (!row) throw unauthorized();
-  ctx.state.callbackAccess = { resultId: row.id, status: row.status, expired: row.expired };
-  await next();
+  const resultId = ctx.params['task_result_id'] ?? '';
+  const tokenHash = ctx.deps.secrets.hashToken(token);
+  ctx.state.callbackAccess = { resultId, tokenHash };
+  if (!ctx.deps.secrets.isBoundTo(token, CALLBACK_TOKEN_PREFIX, resultId)) {
+    const refused = await currentCallbackRefusal(await nativePool(ctx.state.em), resultId, tokenHash);
+    if (refused) throw refused;
+    await next();
+    return;
+  }
+  try {
+    await next();
+  } catch (error) {
+    if (!INPUT_ERRORS.has((error as { status?: unknown }).status as number)) throw error;
+    throw (await currentCallbackRefusal(await nativePool(ctx.state.em), resultId, tokenHash)) ?? error;
+  }
 }
 
 export async function authenticateTokenOrTask(ctx: ApiContext, next: Next): Promise<void> {

@@ -1,5 +1,4 @@
 import {
-  conflict,
   DB_NOW_ISO,
   inTransaction,
   isDeadlock,
@@ -10,8 +9,9 @@ import {
   unauthorized,
   type Queryable,
 } from '@runtasks/shared';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
-import { bearerToken, readCallbackAccess } from '../auth/authenticate.ts';
+import { callbackRefusal, currentCallbackRefusal } from '../auth/authenticate.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { single } from '../http/jsonapi.ts';
@@ -104,6 +104,9 @@ async function withDeadlockRetry<T>(work: () => Promise<T>): Promise<T> {
       return await work();
     } catch (error) {
       if (!isDeadlock(error) || attempt >= DEADLOCK_ATTEMPTS) throw error;
+      // The other side goes on as soon as this one is aborted; retried at once, this one can take the
+      // same first lock again before it does and close the same cycle. A short, jittered pause lets it pass.
+      await sleep(attempt * (10 + Math.random() * 20));
     }
   }
 }
@@ -130,32 +133,15 @@ async function insertOutcomes(client: Queryable, resultId: string, outcomes: Out
   );
 }
 
-/** Why a callback may not change its result now, or nothing when it may. */
-function refusal(status: string, expired: boolean): Error | undefined {
-  if (status !== 'pending' && status !== 'running')
-    return conflict(`The task result is already ${status}; it cannot change.`, 'transition not allowed');
-  if (expired) return unauthorized();
-  return undefined;
-}
-
-async function currentRefusal(client: Queryable, resultId: string, tokenHash: string): Promise<Error | undefined> {
-  const row = await readCallbackAccess(client, resultId, tokenHash);
-  return row ? refusal(row.status, row.expired) : unauthorized();
-}
-
 /**
  * `PATCH /task-results/:id/callback`: the task server reports progress (`running`) or its verdict.
  * Authorized by the result's own access token only; a final result never changes again (409).
  * Callbacks may arrive before our POST has returned: the result is `running` before it is sent.
  */
 async function callback(ctx: ApiContext): Promise<void> {
-  const token = bearerToken(ctx.get('authorization') || undefined);
   const access = ctx.state.callbackAccess;
-  if (!token || !access) throw unauthorized();
-  // Checked before the body is read, as the statement below checks again under its locks.
-  const refused = refusal(access.status, access.expired);
-  if (refused) throw refused;
-  const resultId = access.resultId;
+  if (!access) throw unauthorized();
+  const { resultId, tokenHash } = access;
   const { attributes, relationships } = parseWith(callbackSchema, ctx.request.body).data;
   const outcomes = [
     ...(relationships?.outcomes?.data ?? []),
@@ -163,7 +149,6 @@ async function callback(ctx: ApiContext): Promise<void> {
     ...(attributes.outcomes ?? []),
   ];
   const status = attributes.status;
-  const tokenHash = ctx.deps.secrets.hashToken(token);
   const values = [
     resultId,
     tokenHash,
@@ -178,7 +163,9 @@ async function callback(ctx: ApiContext): Promise<void> {
     if (!row) throw unauthorized();
     if (row.id === null) {
       // Refused: the snapshot tells why, unless the row changed after it (a concurrent ending): then read it again.
-      throw refusal(row.seen_status, row.seen_expired) ?? (await currentRefusal(client, resultId, tokenHash)) ?? unauthorized();
+      throw (
+        callbackRefusal(row.seen_status, row.seen_expired) ?? (await currentCallbackRefusal(client, resultId, tokenHash)) ?? unauthorized()
+      );
     }
     await insertOutcomes(client, resultId, outcomes);
     return row;

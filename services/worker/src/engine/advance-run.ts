@@ -49,7 +49,7 @@ export interface AdvanceSettings {
   maxRuntimeSeconds: number;
   /** How long a started result's first delivery attempt is leased to the worker that started it. */
   attemptLeaseSeconds: number;
-  issueToken: () => IssuedToken;
+  issueToken: (resultId: string) => IssuedToken;
 }
 
 /**
@@ -231,7 +231,7 @@ export async function advanceRun(
       }
       // Started results are claimed for their first attempt here (what dispatch's claim does for a retry):
       // leased, with their access token, and read with what their payload needs.
-      const issued = new Map(startedResults.map((id) => [id, settings.issueToken()]));
+      const issued = new Map(startedResults.map((id) => [id, settings.issueToken(id)]));
       if (issued.size > 0) {
         parts.push(
           `started as (update task_results tr set status = 'running', status_timestamps = ${timestampsSql(['running-at'])},

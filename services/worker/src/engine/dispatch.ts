@@ -7,7 +7,6 @@ import {
   prepared,
   runPrepared,
   encodePayload,
-  generateToken,
   retryDelayMs,
   type DeliveryErrorKind,
   type DeliveryOutcome,
@@ -103,8 +102,9 @@ export interface IssuedToken {
   encrypted: string;
 }
 
-export function issueToken(secrets: SecretBox): IssuedToken {
-  const token = generateToken(CALLBACK_TOKEN_PREFIX);
+/** Bound to its result, so the API checks a callback's token before reading its body without a lookup. */
+export function issueToken(secrets: SecretBox, resultId: string): IssuedToken {
+  const token = secrets.bindToken(CALLBACK_TOKEN_PREFIX, resultId);
   return { token, hash: secrets.hashToken(token), encrypted: secrets.encrypt(token) };
 }
 
@@ -120,7 +120,7 @@ export function tokenOf(secrets: SecretBox, row: DispatchRow, issued: IssuedToke
 export async function dispatchResult(em: EntityManager, deps: DispatchDeps, resultId: string): Promise<DispatchOutcome> {
   // A result without a token gets this candidate with the claim; one that has one (set by an earlier
   // attempt or by another dispatcher first) keeps it, so the task server sees one token per result.
-  const issued = issueToken(deps.secrets);
+  const issued = issueToken(deps.secrets, resultId);
   // The claim leases the result, so a duplicated or re-driven job skips it, and a dispatcher that dies
   // mid-attempt leaves a lease the sweeper re-drives once it expires. It returns what the payload needs.
   const [claimed] = await runPrepared<DispatchRow>(await nativePool(em), CLAIM, [

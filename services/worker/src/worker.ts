@@ -1,6 +1,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import {
   createTaskClient,
+  nativePool,
   JOBS,
   MAX_RECONNECT_DELAY_MS,
   QUEUES,
@@ -19,7 +20,15 @@ import {
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { advanceRun } from './engine/advance-run.ts';
-import { ATTEMPT_LEASE_MS, deliverClaimed, dispatchResult, issueToken, tokenOf, type DispatchOutcome } from './engine/dispatch.ts';
+import {
+  Acknowledgements,
+  ATTEMPT_LEASE_MS,
+  deliverClaimed,
+  dispatchResult,
+  issueToken,
+  tokenOf,
+  type DispatchOutcome,
+} from './engine/dispatch.ts';
 import { immediateExecutor, type RunExecutor } from './engine/executor.ts';
 import { expireResults, sweep } from './engine/sweeper.ts';
 import { JOB_RETENTION, OutboxRelay } from './outbox-relay.ts';
@@ -89,6 +98,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     taskClient,
     publicBaseUrl: deps.config.publicBaseUrl,
     retryDelaysMs: deps.config.taskRetryDelaysMs,
+    acknowledgements: new Acknowledgements(() => nativePool(deps.orm.em)),
     onDelivery: (outcome: DeliveryOutcome) => {
       const label = outcome.kind === 'response' ? (outcome.status === 200 ? 'acknowledged' : `http_${outcome.status}`) : outcome.errorKind;
       metrics.taskRequestDuration.observe({ outcome: label }, outcome.durationMs / 1000);

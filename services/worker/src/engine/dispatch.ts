@@ -13,6 +13,7 @@ import {
   type SecretBox,
   type TaskClient,
 } from '@runtasks/shared';
+import type { Pool } from 'pg';
 import { buildTaskPayload, DISPATCH_COLUMNS, type DispatchRow } from './task-payload.ts';
 
 export interface DispatchDeps {
@@ -23,6 +24,8 @@ export interface DispatchDeps {
   retryDelaysMs: readonly number[];
   /** Told about every delivery attempt (metrics). */
   onDelivery?: (outcome: DeliveryOutcome) => void;
+  /** Where acknowledgements are written (one per process, so they batch). */
+  acknowledgements: Acknowledgements;
 }
 
 export type DispatchOutcome =
@@ -60,15 +63,63 @@ const CLAIM = prepared(
    returning ${DISPATCH_COLUMNS}`,
 );
 
-const ATTEMPT_COLUMNS = `(task_result_id, attempt, started_at, duration_ms, http_status, error_kind, response_excerpt)`;
+const ATTEMPT_FIELDS = ['task_result_id', 'attempt', 'started_at', 'duration_ms', 'http_status', 'error_kind', 'response_excerpt'] as const;
+const ATTEMPT_COLUMNS = `(${ATTEMPT_FIELDS.join(', ')})`;
 
-/** The attempt's row and the acknowledgement in one statement (one round trip, one commit); $1 … $7 the attempt. */
+/**
+ * Attempts' rows and their acknowledgements, any number in one statement (one round trip, one commit):
+ * $1 … $7 arrays of the attempts' columns. Results are locked in id order, as everywhere.
+ */
 const ACKNOWLEDGE = prepared(
-  'dispatch-acknowledge',
+  'dispatch-acknowledge-many',
   `with attempt as (
-     insert into delivery_attempts ${ATTEMPT_COLUMNS} values ($1, $2, $3, $4, $5, $6, $7) on conflict (task_result_id, attempt) do nothing)
-   update task_results set acknowledged_at = now(), next_attempt_at = null, updated_at = now() where id = $1 and status = 'running'`,
+     insert into delivery_attempts ${ATTEMPT_COLUMNS}
+     select * from unnest($1::text[], $2::int[], $3::timestamptz[], $4::int[], $5::int[], $6::text[], $7::text[])
+     on conflict (task_result_id, attempt) do nothing),
+   locked as (select id from task_results where id = any($1::text[]) and status = 'running' order by id for update)
+   update task_results tr set acknowledged_at = now(), next_attempt_at = null, updated_at = now() from locked where tr.id = locked.id`,
 );
+
+/** At most this many acknowledgements in one statement. */
+const ACKNOWLEDGE_BATCH = 200;
+
+/**
+ * Writes acknowledgements as they come, one statement at a time: those that arrive while one is
+ * being written go together in the next (no added wait when idle; fewer, larger commits under load).
+ * Each caller's promise settles when its own acknowledgement is written or failed.
+ */
+export class Acknowledgements {
+  private readonly queued: { values: unknown[]; settle: (error?: unknown) => void }[] = [];
+  private writing = false;
+
+  private readonly pool: () => Promise<Pool>;
+
+  constructor(pool: () => Promise<Pool>) {
+    this.pool = pool;
+  }
+
+  write(values: unknown[]): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.queued.push({ values, settle: (error) => (error === undefined ? resolve() : reject(error)) });
+      if (!this.writing) void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    this.writing = true;
+    while (this.queued.length > 0) {
+      const batch = this.queued.splice(0, ACKNOWLEDGE_BATCH);
+      const columns = ATTEMPT_FIELDS.map((_, column) => batch.map((item) => item.values[column]));
+      try {
+        await runPrepared(await this.pool(), ACKNOWLEDGE, columns);
+        for (const item of batch) item.settle();
+      } catch (error) {
+        for (const item of batch) item.settle(error ?? new Error('acknowledgement failed'));
+      }
+    }
+    this.writing = false;
+  }
+}
 
 function attemptValues(resultId: string, attempt: number, startedAt: Date, outcome: DeliveryOutcome): unknown[] {
   return [
@@ -150,7 +201,7 @@ export async function deliverClaimed(em: EntityManager, deps: DispatchDeps, row:
   deps.onDelivery?.(outcome);
 
   if (outcome.kind === 'response' && outcome.status === 200) {
-    await runPrepared(await nativePool(em), ACKNOWLEDGE, attemptValues(resultId, attempt, startedAt, outcome));
+    await deps.acknowledgements.write(attemptValues(resultId, attempt, startedAt, outcome));
     return { kind: 'acknowledged' };
   }
   await recordAttempt(em, resultId, attempt, startedAt, outcome);

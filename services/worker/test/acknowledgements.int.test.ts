@@ -1,0 +1,112 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { nativePool, newId } from '@runtasks/shared';
+import type { Pool } from 'pg';
+import { createRun, seedOrganization } from '../../../test/support/fixtures.ts';
+import { startHarness, type Harness } from '../../../test/support/harness.ts';
+import { Acknowledgements } from '../src/engine/dispatch.ts';
+
+const TASKS = 10;
+
+/** A pool that counts the statements run on it directly (what Acknowledgements does). */
+function countingPool(pool: Pool): { pool: Pool; statements: () => number } {
+  let count = 0;
+  const counted = new Proxy(pool, {
+    get(target, property, receiver) {
+      if (property !== 'query') return Reflect.get(target, property, receiver) as unknown;
+      return (...args: Parameters<Pool['query']>) => {
+        count += 1;
+        return (target.query as (...all: unknown[]) => unknown)(...args);
+      };
+    },
+  });
+  return { pool: counted, statements: () => count };
+}
+
+/**
+ * Acknowledgements that arrive while one is being written go together in the next statement; each
+ * caller learns about its own. Real results in `running`, as the advance leaves them.
+ */
+describe('acknowledgements of delivered task requests', () => {
+  let h: Harness;
+
+  beforeAll(async () => {
+    h = await startHarness();
+  });
+
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  async function runningResults(): Promise<string[]> {
+    const f = await seedOrganization(h, `acks-${newId('run').slice(-6)}`);
+    const db = h.orm.em.fork().getConnection();
+    const [org] = await db.execute<{ id: string }[]>(`select id from organizations where name = ?`, [f.organization]);
+    for (let index = 0; index < TASKS; index += 1) {
+      const taskId = newId('task');
+      // Inserted directly: the free edition allows one task per organization through the API.
+      await db.execute(
+        `insert into run_tasks (id, organization_id, name, url, category, enabled, global_enabled, global_stages, global_enforcement_level, created_at, updated_at)
+         values (?, ?, ?, 'https://tasks.example.com/', 'task', true, false, '{}', 'advisory', now(), now())`,
+        [taskId, org?.id, `ack-${index}`],
+      );
+      await db.execute(
+        `insert into workspace_tasks (id, workspace_id, task_id, enforcement_level, stages, created_at, updated_at)
+         values (?, ?, ?, 'mandatory', '{post_plan}', now(), now())`,
+        [newId('workspaceTask'), f.workspaceId, taskId],
+      );
+    }
+    const runId = await createRun(h, f.organizationToken, f.workspaceId);
+    const rows = await db.execute<{ id: string }[]>(
+      `update task_results tr set status = 'running', attempts = 1 from task_stages ts
+        where ts.id = tr.task_stage_id and ts.run_id = ? returning tr.id`,
+      [runId],
+    );
+    expect(rows).toHaveLength(TASKS);
+    return rows.map((row) => row.id);
+  }
+
+  const attempt = (resultId: string): unknown[] => [resultId, 1, new Date(), 12, 200, null, 'ok'];
+  /** Straight on the pool: MikroORM's execute inlines an array parameter as a list. */
+  const sql = async <T extends object>(text: string, values: unknown[]): Promise<T[]> =>
+    (await (await nativePool(h.orm.em)).query<T & Record<string, unknown>>(text, values)).rows;
+
+  it('writes the first at once and those that arrived meanwhile together, each recorded once', async () => {
+    const ids = await runningResults();
+    const { pool, statements } = countingPool(await nativePool(h.orm.em));
+    const acknowledgements = new Acknowledgements(async () => pool);
+    await Promise.all(ids.map((id) => acknowledgements.write(attempt(id))));
+    expect(statements()).toBe(2);
+    const rows = await sql<{ acknowledged: boolean; attempts: number }>(
+      `select tr.acknowledged_at is not null as acknowledged, (select count(*)::int from delivery_attempts d where d.task_result_id = tr.id) as attempts
+         from task_results tr where tr.id = any($1)`,
+      [ids],
+    );
+    expect(rows).toHaveLength(TASKS);
+    expect(rows.every((row) => row.acknowledged && row.attempts === 1)).toBe(true);
+    // Written again (a re-driven attempt that was acknowledged twice): nothing more.
+    await acknowledgements.write(attempt(ids[0] ?? ''));
+    const [again] = await h.orm.em
+      .fork()
+      .getConnection()
+      .execute<{ count: number }[]>(`select count(*)::int as count from delivery_attempts where task_result_id = ?`, [ids[0]]);
+    expect(again?.count).toBe(1);
+  });
+
+  it('fails the callers of a statement that fails, and goes on writing the next ones', async () => {
+    const ids = await runningResults();
+    const acknowledgements = new Acknowledgements(() => nativePool(h.orm.em));
+    const [first, second, third] = ids as [string, string, string];
+    const results = await Promise.allSettled([
+      acknowledgements.write(attempt(first)),
+      // Not an integer: its whole statement fails.
+      acknowledgements.write([second, 'second', new Date(), 12, 200, null, 'ok']),
+      acknowledgements.write(attempt(third)),
+    ]);
+    expect(results.map((result) => result.status)).toEqual(['fulfilled', 'rejected', 'rejected']);
+    await acknowledgements.write(attempt(third));
+    const rows = await sql<{ id: string }>(`select id from task_results where id = any($1) and acknowledged_at is not null order by id`, [
+      [first, second, third],
+    ]);
+    expect(rows.map((row) => row.id)).toEqual([first, third].sort());
+  });
+});

@@ -144,6 +144,21 @@ describe('callbacks wake the run once per stage', () => {
     expect([(await invalid(first)).status, (await malformed(first)).status, (await verdict(first, 'failed')).status]).toEqual([
       409, 409, 409,
     ]);
+    // Past its progress deadline (not yet ended by the sweeper): a 409 like a final result, and nothing changes.
+    await h.orm.em
+      .fork()
+      .getConnection()
+      .execute(`update task_results set progress_deadline = now() - interval '1 second' where id = ?`, [third.id]);
+    expect([(await invalid(third)).status, (await verdict(third, 'running')).status, (await verdict(third, 'passed')).status]).toEqual([
+      409, 409, 409,
+    ]);
+    expect((await verdict(third, 'passed')).body.errors[0].detail).toBe(
+      'The task result is past its progress deadline; it ends as errored.',
+    );
+    await h.orm.em
+      .fork()
+      .getConnection()
+      .execute(`update task_results set progress_deadline = now() + interval '10 minutes' where id = ?`, [third.id]);
     // Past its hard deadline: 401 whatever the body.
     await h.orm.em
       .fork()

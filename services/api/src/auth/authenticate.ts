@@ -94,22 +94,25 @@ export async function resolveTaskAccess(
 
 const CALLBACK_ACCESS = prepared(
   'callback-access',
-  `select id, status, (hard_deadline is not null and hard_deadline <= now()) as expired
+  `select id, status, (hard_deadline is not null and hard_deadline <= now()) as expired,
+          (progress_deadline is not null and progress_deadline <= now()) as overdue
      from task_results where id = $1 and callback_token_hash = $2`,
 );
 
-/** Why a callback may not change its result now (final: 409; past its hard deadline: 401), or nothing when it may. */
-export function callbackRefusal(status: string, expired: boolean): Error | undefined {
+/** Why a callback may not change its result now (final or past its progress deadline: 409; past its hard deadline: 401), or nothing when it may. */
+export function callbackRefusal(status: string, expired: boolean, overdue: boolean): Error | undefined {
   if (status !== 'pending' && status !== 'running')
     return conflict(`The task result is already ${status}; it cannot change.`, 'transition not allowed');
   if (expired) return unauthorized();
+  // Past its progress deadline it is errored, whether or not the sweeper has written that yet.
+  if (overdue) return conflict('The task result is past its progress deadline; it ends as errored.', 'transition not allowed');
   return undefined;
 }
 
 /** The refusal of a callback as the database has it now: 401 when the token is not the result's. */
 export async function currentCallbackRefusal(client: Queryable, resultId: string, tokenHash: string): Promise<Error | undefined> {
-  const [row] = await runPrepared<{ status: string; expired: boolean }>(client, CALLBACK_ACCESS, [resultId, tokenHash]);
-  return row ? callbackRefusal(row.status, row.expired) : unauthorized();
+  const [row] = await runPrepared<{ status: string; expired: boolean; overdue: boolean }>(client, CALLBACK_ACCESS, [resultId, tokenHash]);
+  return row ? callbackRefusal(row.status, row.expired, row.overdue) : unauthorized();
 }
 
 /** Errors about the request's input, which a refusal of the callback itself takes precedence over. */

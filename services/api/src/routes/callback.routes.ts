@@ -62,6 +62,7 @@ const flatten = (item: OutcomeInput): z.output<typeof outcomeAttributes> => ('at
 type CallbackRow = (TaskResultRow | Absent<TaskResultRow>) & {
   seen_status: string;
   seen_expired: boolean;
+  seen_overdue: boolean;
 };
 
 /**
@@ -70,12 +71,14 @@ type CallbackRow = (TaskResultRow | Absent<TaskResultRow>) & {
  * version): whether this verdict closed the stage, and then the run's wake-up, is the business of the
  * task_results trigger, which counts the stage's open results on the stage row (see TaskResult).
  * $1 result id, $2 token hash, $3 status, $4 message, $5 url, $6 progress timeout (s), $7 outcomes.
- * `seen_status`/`seen_expired` are the row as the statement's snapshot saw it, for the refusal.
+ * `seen_*` are the row as the statement's snapshot saw it, for the refusal. Past its progress deadline
+ * a result takes no callback (the sweeper or its deadline job ends it as errored).
  */
 const CALLBACK = prepared(
   'callback',
   `with target as (
-     select tr.id, tr.status, (tr.hard_deadline is not null and tr.hard_deadline <= now()) as expired
+     select tr.id, tr.status, (tr.hard_deadline is not null and tr.hard_deadline <= now()) as expired,
+            (tr.progress_deadline is not null and tr.progress_deadline <= now()) as overdue
        from task_results tr where tr.id = $1 and tr.callback_token_hash = $2),
    updated as (
      update task_results tr set status = $3::text,
@@ -88,8 +91,9 @@ const CALLBACK = prepared(
             outcomes_count = tr.outcomes_count + $7::int, version = tr.version + 1, updated_at = now()
        from target t
       where tr.id = t.id and tr.status in ('pending', 'running') and (tr.hard_deadline is null or tr.hard_deadline > now())
+        and (tr.progress_deadline is null or tr.progress_deadline > now())
      returning ${columnList(TASK_RESULT_COLUMNS, 'tr')})
-   select t.status as seen_status, t.expired as seen_expired, ${columnList(TASK_RESULT_COLUMNS, 'u')}
+   select t.status as seen_status, t.expired as seen_expired, t.overdue as seen_overdue, ${columnList(TASK_RESULT_COLUMNS, 'u')}
      from target t left join updated u on true`,
 );
 
@@ -164,7 +168,9 @@ async function callback(ctx: ApiContext): Promise<void> {
     if (row.id === null) {
       // Refused: the snapshot tells why, unless the row changed after it (a concurrent ending): then read it again.
       throw (
-        callbackRefusal(row.seen_status, row.seen_expired) ?? (await currentCallbackRefusal(client, resultId, tokenHash)) ?? unauthorized()
+        callbackRefusal(row.seen_status, row.seen_expired, row.seen_overdue) ??
+        (await currentCallbackRefusal(client, resultId, tokenHash)) ??
+        unauthorized()
       );
     }
     await insertOutcomes(client, resultId, outcomes);

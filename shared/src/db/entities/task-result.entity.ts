@@ -11,7 +11,14 @@ const TaskResultSchema = defineEntity({
     { name: 'task_results_stage_task_unique', properties: ['taskStage', 'taskId'] },
     { name: 'task_results_stage_workspace_task_unique', properties: ['taskStage', 'workspaceTaskId'] },
   ],
-  indexes: [{ name: 'task_results_status_deadline_idx', properties: ['status', 'progressDeadline'] }],
+  indexes: [
+    {
+      // The sweeper's and the deadline jobs' results: only open ones, so a result that ends leaves it
+      // (its final update writes no entry here).
+      name: 'task_results_open_deadline_idx',
+      expression: `create index "task_results_open_deadline_idx" on "task_results" ("progress_deadline") where "status" in ('pending', 'running')`,
+    },
+  ],
   triggers: [
     {
       // Whoever ends a result (a callback, the sweeper, the dispatcher, a cancel) keeps its stage's

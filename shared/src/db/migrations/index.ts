@@ -5,6 +5,7 @@ import { Migration20261121020000ConfigurationVersions } from './Migration2026112
 import { Migration20261121030000RunTaskListIndex } from './Migration20261121030000RunTaskListIndex.ts';
 import { Migration20261123000000RunTaskCount } from './Migration20261123000000RunTaskCount.ts';
 import { Migration20261123100000StageOpenResults } from './Migration20261123100000StageOpenResults.ts';
+import { Migration20261123110000HotUpdates } from './Migration20261123110000HotUpdates.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
 export const MIGRATIONS: MigrationObject[] = [
@@ -14,4 +15,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261121030000RunTaskListIndex', class: Migration20261121030000RunTaskListIndex },
   { name: 'Migration20261123000000RunTaskCount', class: Migration20261123000000RunTaskCount },
   { name: 'Migration20261123100000StageOpenResults', class: Migration20261123100000StageOpenResults },
+  { name: 'Migration20261123110000HotUpdates', class: Migration20261123110000HotUpdates },
 ];

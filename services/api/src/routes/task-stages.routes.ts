@@ -134,22 +134,32 @@ async function override(ctx: ApiContext): Promise<void> {
   if (!canOverrideTasks(ctx.state.principal, stage.run.organization.id)) throw notFound();
   // One conditional update: of two concurrent overrides exactly one wins, the other gets 409. The
   // workers are woken through the outbox in the same transaction, to pass the stage and go on.
-  await ctx.state.em.transactional(async (tx) => {
-    const updated = await tx.execute(
+  // The response shows the stage as the override left it: once committed, a worker may move it on
+  // (pass it) before the response is written, so it is not read again afterwards.
+  const overridden = await ctx.state.em.transactional(async (tx) => {
+    const [row] = await tx.execute<TaskStageRow[]>(
       `update task_stages set status = 'running', status_timestamps = status_timestamps || jsonb_build_object('running-at', ${DB_NOW_ISO}),
               version = version + 1, updated_at = now()
-        where id = ? and status = 'awaiting_override'`,
+        where id = ? and status = 'awaiting_override'
+        returning id, run_id, stage, status, status_timestamps, created_at, updated_at`,
       [stage.id],
-      'run',
     );
-    if ((updated as { affectedRows?: number }).affectedRows === 0) {
-      throw conflict(`A task stage that is ${stage.status} cannot be overridden.`, 'transition not allowed');
-    }
+    if (!row) throw conflict(`A task stage that is ${stage.status} cannot be overridden.`, 'transition not allowed');
     await recordOutboxEvent(tx, JOBS.runAdvance, stage.run.id);
+    return row;
   });
-  await ctx.state.em.refresh(stage);
-  const { data } = await render(ctx, [stage], new Set());
-  respond(ctx, 200, single(data[0] as Resource));
+  const results = await ctx.state.em.find(
+    TaskResult,
+    { taskStage: stage.id },
+    { fields: ['id'], orderBy: { createdAt: 'asc', id: 'asc' } },
+  );
+  const permissions = { canOverrideTasks: canOverrideTasks(ctx.state.principal, stage.run.organization.id) };
+  const data = serializeTaskStage(
+    taskStageFromRow(overridden),
+    results.map((result) => result.id),
+    permissions,
+  );
+  respond(ctx, 200, single(data));
 }
 
 export const taskStageRoutes: RouteDef[] = [

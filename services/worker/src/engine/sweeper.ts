@@ -26,8 +26,11 @@ export async function expireResults(
   const rows = await em.execute<{ run_id: string }[]>(
     `with due as (
        -- Locked in id order (then their stages, by the trigger), so two passes over the same results never deadlock.
+       -- A result has both deadlines or neither (they are set together when its stage starts); saying so
+       -- lets this use the deadline index, which holds open results with a deadline only.
        select tr.id from task_results tr
-        where tr.status in ('pending', 'running') and (tr.progress_deadline < now() or tr.hard_deadline < now())
+        where tr.status in ('pending', 'running') and tr.progress_deadline is not null
+          and (tr.progress_deadline < now() or tr.hard_deadline < now())
           ${filter}
         order by tr.id for update),
      expired as (
@@ -48,7 +51,8 @@ export async function sweep(em: EntityManager, graceSeconds: number): Promise<Sw
   const expired = await expireResults(em);
   const overdue = await em.execute<{ id: string; attempts: number }[]>(
     `select id, attempts from task_results
-      where status = 'running' and acknowledged_at is null and next_attempt_at < now() - make_interval(secs => ?)
+      where status = 'running' and progress_deadline is not null and acknowledged_at is null
+        and next_attempt_at < now() - make_interval(secs => ?)
       order by next_attempt_at limit 500`,
     [graceSeconds],
   );

@@ -13,10 +13,12 @@ const TaskResultSchema = defineEntity({
   ],
   indexes: [
     {
-      // The sweeper's and the deadline jobs' results: only open ones, so a result that ends leaves it
-      // (its final update writes no entry here).
+      // The sweeper's and the deadline jobs' results: only open ones with a deadline, so a result that
+      // ends leaves it (its final update writes no entry here). Only statements that say
+      // `progress_deadline is not null` can use it: a statement on one result must probe the primary
+      // key, never read every open result (see Migration20261123220000DeadlineIndexPredicate).
       name: 'task_results_open_deadline_idx',
-      expression: `create index "task_results_open_deadline_idx" on "task_results" ("progress_deadline") where "status" in ('pending', 'running')`,
+      expression: `create index "task_results_open_deadline_idx" on "task_results" ("progress_deadline") where "status" in ('pending', 'running') and "progress_deadline" is not null`,
     },
   ],
   triggers: [

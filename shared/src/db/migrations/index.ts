@@ -6,6 +6,7 @@ import { Migration20261121030000RunTaskListIndex } from './Migration202611210300
 import { Migration20261123000000RunTaskCount } from './Migration20261123000000RunTaskCount.ts';
 import { Migration20261123100000StageOpenResults } from './Migration20261123100000StageOpenResults.ts';
 import { Migration20261123110000HotUpdates } from './Migration20261123110000HotUpdates.ts';
+import { Migration20261123220000DeadlineIndexPredicate } from './Migration20261123220000DeadlineIndexPredicate.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
 export const MIGRATIONS: MigrationObject[] = [
@@ -16,4 +17,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261123000000RunTaskCount', class: Migration20261123000000RunTaskCount },
   { name: 'Migration20261123100000StageOpenResults', class: Migration20261123100000StageOpenResults },
   { name: 'Migration20261123110000HotUpdates', class: Migration20261123110000HotUpdates },
+  { name: 'Migration20261123220000DeadlineIndexPredicate', class: Migration20261123220000DeadlineIndexPredicate },
 ];

@@ -26,6 +26,34 @@ export function prepared(name: string, text: string): PreparedStatement {
   return { name, text };
 }
 
+/**
+ * Prepared statements for a statement built from a few shapes (a run's advance writes the stages it
+ * moved, the results it started and the run, in one statement whose text depends on which): each
+ * distinct text is prepared under a name of its own, up to `limit` texts per family, so each is
+ * parsed and planned once per connection too. Texts past the limit run unprepared.
+ */
+export class StatementShapes {
+  private readonly family: string;
+  private readonly limit: number;
+  private readonly shapes = new Map<string, PreparedStatement>();
+
+  constructor(family: string, limit = 64) {
+    this.family = family;
+    this.limit = limit;
+  }
+
+  /** `text` with `$n` parameters. */
+  async run<T extends QueryResultRow>(target: Queryable, text: string, values: readonly unknown[]): Promise<T[]> {
+    let statement = this.shapes.get(text);
+    if (!statement && this.shapes.size < this.limit) {
+      statement = prepared(`${this.family}#${this.shapes.size + 1}`, text);
+      this.shapes.set(text, statement);
+    }
+    if (statement) return runPrepared<T>(target, statement, values);
+    return (await target.query<T>(text, [...values])).rows;
+  }
+}
+
 /** Whatever runs a statement: the pool (its own transaction) or a client inside one. */
 export type Queryable = Pool | PoolClient;
 

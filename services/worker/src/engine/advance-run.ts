@@ -9,6 +9,8 @@ import {
   prepared,
   runPrepared,
   nextRunStep,
+  numbered,
+  StatementShapes,
   statusTimestampKey,
   type EnforcementLevel,
   type Queryable,
@@ -71,6 +73,9 @@ export interface StartedResult {
   row: DispatchRow;
   issued: IssuedToken;
 }
+
+/** The advance's one write: its text depends on what moved (a handful of shapes), each prepared. */
+const ADVANCE_WRITES = new StatementShapes('advance-write');
 
 /** A run's stages and their results in one query. */
 const RUN_STAGES = prepared(
@@ -265,13 +270,19 @@ export async function advanceRun(
         params.push(snapshot.status, ...keys, runTransitions.length, runId);
       }
       if (parts.length === 0) return [];
-      const started = await tx.execute<(DispatchRow & { task_stage_id: string })[]>(
-        `with ${parts.join(',\n')} ${
-          issued.size > 0
-            ? `select ${DISPATCH_COLUMNS}, tr.task_stage_id from started tr join task_stages ts on ts.id = tr.task_stage_id
-                 join runs r on r.id = ts.run_id join workspaces w on w.id = r.workspace_id join organizations o on o.id = r.organization_id`
-            : 'select null where false'
-        }`,
+      // The started results' stages are this run's (said with the run's id, so their lookup is by index
+      // whatever the plan thinks of the table's size).
+      if (issued.size > 0) params.push(runId);
+      const started = await ADVANCE_WRITES.run<DispatchRow & { task_stage_id: string }>(
+        client,
+        numbered(
+          `with ${parts.join(',\n')} ${
+            issued.size > 0
+              ? `select ${DISPATCH_COLUMNS}, tr.task_stage_id from started tr join task_stages ts on ts.id = tr.task_stage_id and ts.run_id = ?
+                   join runs r on r.id = ts.run_id join workspaces w on w.id = r.workspace_id join organizations o on o.id = r.organization_id`
+              : 'select null where false'
+          }`,
+        ),
         params,
       );
       // Every returned row was updated from one of `issued`'s entries (joined on its id).

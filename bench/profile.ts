@@ -7,6 +7,7 @@
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { summarise, type ProfileSummary } from './lib/cpuprofile.ts';
 import { log, parseOptions, RESULTS_DIR, sleep, TMP_DIR } from './lib/env.ts';
+import { describeLatency, openSample } from './lib/latency.ts';
 import { burstSample, describeSample } from './lib/pipeline.ts';
 import { bulkTasks, seedPipelineOrg } from './lib/seed.ts';
 import { freshDatabase, Stack } from './lib/stack.ts';
@@ -18,6 +19,10 @@ const tasks = Number(process.argv.find((arg) => arg.startsWith('--tasks='))?.sli
 // Fewer clients than cores keep the samples honest: on saturated cores a preempted process is sampled
 // wherever it was preempted (often inside a socket write), which reads as time spent there.
 const concurrency = Number(process.argv.find((arg) => arg.startsWith('--concurrency='))?.slice(14) ?? 50);
+// The pipeline as an open loop at this many runs/s instead of a saturating burst: for the same reason,
+// a profile of unsaturated processes shows where CPU goes rather than where processes were preempted.
+const rateArg = process.argv.find((arg) => arg.startsWith('--rate='))?.slice(7);
+const rate = rateArg === undefined ? undefined : Number(rateArg);
 const PROF_DIR = `${TMP_DIR}/prof`;
 
 async function dumpCounts(stack: Stack): Promise<void> {
@@ -79,29 +84,45 @@ try {
       lines.push(`| ${round(count / result.count, 2)} | \`${statement.replaceAll('|', '\\|')}\` |`);
     lines.push('');
   } else {
-    const warm = await burstSample(stack, org, options.quick ? 40 : Math.round(900 / tasks));
-    log(`warm-up: ${describeSample(warm.sample)}`);
+    // The profiles cover each process's whole life, so an open-loop profile warms up at its own rate.
+    log(
+      `warm-up: ${
+        rate === undefined
+          ? describeSample((await burstSample(stack, org, options.quick ? 40 : Math.round(900 / tasks))).sample)
+          : describeLatency(await openSample(stack, org, rate, options.quick ? 3 : 15))
+      }`,
+    );
     await dumpCounts(stack);
-    const runs = options.quick ? 60 : Math.round(600 / tasks);
-    const { sample } = await burstSample(stack, org, runs);
-    log(`profiled sample: ${describeSample(sample)}`);
+    let described: string;
+    let completed: number;
+    if (rate === undefined) {
+      const runs = options.quick ? 60 : Math.round(600 / tasks);
+      const { sample } = await burstSample(stack, org, runs);
+      described = describeSample(sample);
+      completed = sample.completed;
+    } else {
+      const sample = await openSample(stack, org, rate, options.quick ? 5 : 20);
+      described = `open loop at ${rate} runs/s: ${describeLatency(sample)}`;
+      completed = sample.runs;
+    }
+    log(`profiled sample: ${described}`);
     await dumpCounts(stack);
     lines.push(`# Profile: H1 pipeline, 2 stages × ${tasks} tasks, 1 worker (${new Date().toISOString()})`, '');
     lines.push(
-      `Sample: ${describeSample(sample)}. Processes ran with --cpu-prof and the statement counter, so absolute figures are slower than the benchmark's.`,
+      `Sample: ${described}. Processes ran with --cpu-prof and the statement counter, so absolute figures are slower than the benchmark's.`,
       '',
     );
     for (const name of ['api', 'worker-1']) {
       const counts = readCounts(name);
       const total = Object.values(counts).reduce((sum, count) => sum + count, 0);
       lines.push(
-        `## SQL statements per run: ${name} (${round(total / sample.completed, 1)} per run)`,
+        `## SQL statements per run: ${name} (${round(total / completed, 1)} per run)`,
         '',
         '| per run | statement |',
         '|---:|---|',
       );
       for (const [statement, count] of Object.entries(counts).slice(0, 40)) {
-        lines.push(`| ${round(count / sample.completed, 2)} | \`${statement.replaceAll('|', '\\|')}\` |`);
+        lines.push(`| ${round(count / completed, 2)} | \`${statement.replaceAll('|', '\\|')}\` |`);
       }
       lines.push('');
     }
@@ -114,6 +135,6 @@ for (const file of readdirSync(PROF_DIR).filter((name) => name.endsWith('.cpupro
   lines.push(`## CPU profile: ${file.split('.')[0]} (busy ${round(summary.totalMs, 0)} ms over the whole process life)`, '');
   lines.push('By package:', '', table(summary, 'byPackage'), '', 'By function (self time):', '', table(summary, 'byFunction'), '');
 }
-const out = `${RESULTS_DIR}/profile-${reads ?? 'pipeline'}-latest.md`;
+const out = `${RESULTS_DIR}/profile-${reads ?? (rate === undefined ? 'pipeline' : 'open')}-latest.md`;
 writeFileSync(out, `${lines.join('\n')}\n`);
 log(`wrote ${out} (raw profiles in ${PROF_DIR})`);

@@ -42,7 +42,7 @@ interface OpenResult {
   maxLagMs: number;
 }
 
-async function openSample(stack: Stack, org: PipelineOrg, rate: number, seconds: number): Promise<LatencySample> {
+export async function openSample(stack: Stack, org: PipelineOrg, rate: number, seconds: number): Promise<LatencySample> {
   await truncateRuns(stack);
   await stack.taskServer?.call({ cmd: 'record', on: true });
   const meter = stack.meter();
@@ -93,7 +93,7 @@ async function openSample(stack: Stack, org: PipelineOrg, rate: number, seconds:
   };
 }
 
-const describe = (sample: LatencySample): string =>
+export const describeLatency = (sample: LatencySample): string =>
   `${sample.runs} runs, first task request p50 ${round(sample.firstTaskP50Ms, 2)} / p99 ${round(sample.firstTaskP99Ms, 2)} / max ${round(sample.firstTaskMaxMs, 1)} ms, ` +
   `create→applied p50 ${round(sample.completeP50Ms, 1)} / p99 ${round(sample.completeP99Ms, 1)} ms, ${round(sample.cpuMsPerRun, 1)} CPU-ms/run, ` +
   `foreign ${round(sample.foreignPercent, 0)} %, send lag max ${round(sample.maxSendLagMs, 1)} ms${sample.missing ? `, MISSING ${sample.missing}` : ''}`;
@@ -107,7 +107,7 @@ export async function runLatency(options: Options): Promise<LatencyResult> {
     const org = await seedPipelineOrg(stack, `b-h2-${randomBytes(3).toString('hex')}`, 3, 1);
     // Cold: the processes have served only the setup requests (organization, workspace, tasks).
     const cold = await openSample(stack, org, rate, options.quick ? 2 : 5);
-    log(`  cold (no warm-up): ${describe(cold)}`);
+    log(`  cold (no warm-up): ${describeLatency(cold)}`);
     const warm = await burstSample(stack, org, options.quick ? 40 : 500);
     log(`  warm-up burst: ${describeSample(warm.sample)}`);
     await openSample(stack, org, rate, options.quick ? 1 : 5);
@@ -119,7 +119,7 @@ export async function runLatency(options: Options): Promise<LatencyResult> {
         const again = await openSample(stack, org, rate, seconds);
         if (again.foreignPercent < sample.foreignPercent) sample = again;
       }
-      log(`  sample ${index + 1}: ${describe(sample)}`);
+      log(`  sample ${index + 1}: ${describeLatency(sample)}`);
       samples.push(sample);
     }
     return {

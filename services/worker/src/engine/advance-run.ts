@@ -24,7 +24,13 @@ import {
 } from '@runtasks/shared';
 import type { IssuedToken } from './dispatch.ts';
 import type { RunExecutor } from './executor.ts';
-import { DISPATCH_COLUMNS, type DispatchRow } from './task-payload.ts';
+import {
+  DISPATCH_RESULT_COLUMNS,
+  DISPATCH_RUN_COLUMNS,
+  type DispatchResultFields,
+  type DispatchRow,
+  type DispatchRunFields,
+} from './task-payload.ts';
 
 interface RunRow {
   id: string;
@@ -84,11 +90,15 @@ const RUN_STAGES = prepared(
      from task_stages ts left join task_results tr on tr.task_stage_id = ts.id where ts.run_id = $1`,
 );
 
-/** The run, locked: workers advancing one run take turns. */
+/**
+ * The run, locked: workers advancing one run take turns. With what the payloads of the results it
+ * starts need of the run, its workspace and organization, so the write reads no other table.
+ */
 const LOCK_RUN = prepared(
   'run-lock',
-  `select r.id, r.status, r.plan_only, r.auto_apply, o.task_overrides_enabled as overrides_enabled
-     from runs r join organizations o on o.id = r.organization_id where r.id = $1 for update of r`,
+  `select r.id, r.status, r.auto_apply, o.task_overrides_enabled as overrides_enabled, ${DISPATCH_RUN_COLUMNS}
+     from runs r join organizations o on o.id = r.organization_id join workspaces w on w.id = r.workspace_id
+    where r.id = $1 for update of r`,
 );
 
 async function readStages(client: Queryable, runId: string): Promise<{ stages: StageRow[]; results: ResultRow[] }> {
@@ -187,7 +197,7 @@ export async function advanceRun(
   // On a client of its own (not the unit of work): its hot statements are prepared (see prepared.ts).
   return inTransaction(await nativePool(em), async (client) => {
     const tx = clientRunner(client);
-    const [run] = await runPrepared<RunRow>(client, LOCK_RUN, [runId]);
+    const [run] = await runPrepared<RunRow & DispatchRunFields>(client, LOCK_RUN, [runId]);
     if (!run) return [];
     let { stages, results } = await readStages(client, runId);
     if (run.status === 'pending' && stages.length === 0) {
@@ -247,8 +257,7 @@ export async function advanceRun(
              callback_token_encrypted = coalesce(tr.callback_token_encrypted, t.encrypted)
              from unnest(?::text[], ?::text[], ?::text[]) as t(id, hash, encrypted)
            where tr.id = t.id and tr.status = 'pending'
-           returning tr.id, tr.status, tr.acknowledged_at, tr.attempts, tr.task_url, tr.hmac_key_encrypted, tr.callback_token_encrypted,
-                     tr.enforcement_level, tr.progress_deadline, tr.task_stage_id)`,
+           returning ${DISPATCH_RESULT_COLUMNS}, tr.task_stage_id)`,
         );
         const tokens = [...issued.values()];
         params.push(
@@ -270,23 +279,29 @@ export async function advanceRun(
         params.push(snapshot.status, ...keys, runTransitions.length, runId);
       }
       if (parts.length === 0) return [];
-      // The started results' stages are this run's (said with the run's id, so their lookup is by index
-      // whatever the plan thinks of the table's size).
-      if (issued.size > 0) params.push(runId);
-      const started = await ADVANCE_WRITES.run<DispatchRow & { task_stage_id: string }>(
+      const started = await ADVANCE_WRITES.run<DispatchResultFields & { task_stage_id: string }>(
         client,
-        numbered(
-          `with ${parts.join(',\n')} ${
-            issued.size > 0
-              ? `select ${DISPATCH_COLUMNS}, tr.task_stage_id from started tr join task_stages ts on ts.id = tr.task_stage_id and ts.run_id = ?
-                   join runs r on r.id = ts.run_id join workspaces w on w.id = r.workspace_id join organizations o on o.id = r.organization_id`
-              : 'select null where false'
-          }`,
-        ),
+        numbered(`with ${parts.join(',\n')} ${issued.size > 0 ? 'select * from started' : 'select null where false'}`),
         params,
       );
-      // Every returned row was updated from one of `issued`'s entries (joined on its id).
-      return started.map((row) => ({ stageId: row.task_stage_id, row, issued: issued.get(row.id) as IssuedToken }));
+      const runFields: DispatchRunFields = {
+        run_id: run.run_id,
+        plan_id: run.plan_id,
+        run_message: run.run_message,
+        run_created_at: run.run_created_at,
+        plan_only: run.plan_only,
+        configuration_version_id: run.configuration_version_id,
+        workspace_id: run.workspace_id,
+        workspace_name: run.workspace_name,
+        working_directory: run.working_directory,
+        organization_name: run.organization_name,
+      };
+      // Every returned row was updated from one of `issued`'s entries (joined on its id), in one of this run's stages.
+      return started.map(({ task_stage_id: stageId, ...result }) => ({
+        stageId,
+        row: { ...result, ...runFields, stage: stages.find((stage) => stage.id === stageId)?.stage as RunStage },
+        issued: issued.get(result.id) as IssuedToken,
+      }));
     };
 
     for (let step: RunStep = nextRunStep(snapshot, stageSnapshots()), count = 0; step.kind !== 'wait' && count < MAX_STEPS; count += 1) {

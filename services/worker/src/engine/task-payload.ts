@@ -24,10 +24,29 @@ export interface DispatchRow {
   organization_name: string;
 }
 
-export const DISPATCH_COLUMNS = `tr.id, tr.status, tr.acknowledged_at, tr.attempts, tr.task_url, tr.hmac_key_encrypted, tr.callback_token_encrypted,
-         tr.enforcement_level, tr.progress_deadline, ts.stage, r.id as run_id, r.plan_id, r.message as run_message,
-         r.created_at as run_created_at, r.plan_only, r.configuration_version_id, w.id as workspace_id, w.name as workspace_name,
-         w.working_directory, o.name as organization_name`;
+/** A DispatchRow's columns of the result itself (tr). */
+export const DISPATCH_RESULT_COLUMNS = `tr.id, tr.status, tr.acknowledged_at, tr.attempts, tr.task_url, tr.hmac_key_encrypted,
+         tr.callback_token_encrypted, tr.enforcement_level, tr.progress_deadline`;
+
+/** A DispatchRow's columns of the result's run (r), workspace (w) and organization (o). */
+export const DISPATCH_RUN_COLUMNS = `r.id as run_id, r.plan_id, r.message as run_message, r.created_at as run_created_at, r.plan_only,
+         r.configuration_version_id, w.id as workspace_id, w.name as workspace_name, w.working_directory, o.name as organization_name`;
+
+export type DispatchResultFields = Pick<
+  DispatchRow,
+  | 'id'
+  | 'status'
+  | 'acknowledged_at'
+  | 'attempts'
+  | 'task_url'
+  | 'hmac_key_encrypted'
+  | 'callback_token_encrypted'
+  | 'enforcement_level'
+  | 'progress_deadline'
+>;
+export type DispatchRunFields = Omit<DispatchRow, keyof DispatchResultFields | 'stage'>;
+
+export const DISPATCH_COLUMNS = `${DISPATCH_RESULT_COLUMNS}, ts.stage, ${DISPATCH_RUN_COLUMNS}`;
 
 export const DISPATCH_ROW_SQL = `
   select ${DISPATCH_COLUMNS}

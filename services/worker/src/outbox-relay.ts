@@ -1,5 +1,5 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { OUTBOX_CHANNEL, outboxJobId, type Logger } from '@runtasks/shared';
+import { inTransaction, nativePool, OUTBOX_CHANNEL, outboxJobId, prepared, runPrepared, type Logger } from '@runtasks/shared';
 import type { Queue } from 'bullmq';
 import pg from 'pg';
 
@@ -28,6 +28,18 @@ export interface OutboxRelayOptions {
   /** How long Redis may take to accept a batch before the claim is rolled back and retried later. */
   publishTimeoutMs?: number;
 }
+
+/** $1 batch size. */
+const CLAIM_EVENTS = prepared(
+  'outbox-claim',
+  `select id, topic, aggregate_id, payload from outbox_events where published_at is null order by id limit $1 for update skip locked`,
+);
+
+/** $1 the claimed rows' ids. */
+const MARK_PUBLISHED = prepared(
+  'outbox-published',
+  `update outbox_events set published_at = now(), publish_attempts = publish_attempts + 1 where id = any($1::bigint[])`,
+);
 
 export const JOB_RETENTION = { removeOnComplete: { age: 86_400, count: 1000 }, removeOnFail: { age: 7 * 86_400 } } as const;
 
@@ -146,22 +158,16 @@ export class OutboxRelay {
   }
 
   private async publishBatch(): Promise<number> {
-    const em = this.options.orm.em.fork();
-    return em.transactional(async (tx) => {
-      // tx.execute, not tx.getConnection().execute: only the former runs inside the transaction, so the
-      // claim's row locks hold until the rows are marked published (or the claim is rolled back).
-      const rows = await tx.execute<OutboxRow[]>(
-        `select id, topic, aggregate_id, payload from outbox_events where published_at is null order by id limit ${BATCH_SIZE} for update skip locked`,
-      );
+    // On a client of the pool, in a transaction: the claim's row locks hold until the rows are marked
+    // published (or the claim is rolled back). Prepared: this runs for every run and stage.
+    return inTransaction(await nativePool(this.options.orm.em), async (client) => {
+      const rows = await runPrepared<OutboxRow>(client, CLAIM_EVENTS, [BATCH_SIZE]);
       if (rows.length === 0) return 0;
       await this.addJobs(rows);
-      await tx.execute(
-        `update outbox_events set published_at = now(), publish_attempts = publish_attempts + 1 where id in (${rows.map(() => '?').join(', ')})`,
-        rows.map((row) => row.id),
-      );
+      await runPrepared(client, MARK_PUBLISHED, [rows.map((row) => row.id)]);
       if (Date.now() - this.prunedAt >= PRUNE_INTERVAL_MS) {
         this.prunedAt = Date.now();
-        await tx.execute(`delete from outbox_events where published_at < now() - interval '${RETENTION}'`);
+        await client.query(`delete from outbox_events where published_at < now() - interval '${RETENTION}'`);
       }
       return rows.length;
     });

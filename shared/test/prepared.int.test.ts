@@ -1,5 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { clientRunner, inTransaction, isDeadlock, nativePool, numbered, prepared, runPrepared } from '../src/db/prepared.ts';
+import {
+  clientRunner,
+  inTransaction,
+  isDeadlock,
+  nativePool,
+  numbered,
+  prepared,
+  runPrepared,
+  StatementShapes,
+} from '../src/db/prepared.ts';
 import { startHarness, type Harness } from '../../test/support/harness.ts';
 
 describe('prepared statements and pool transactions', () => {
@@ -44,6 +53,30 @@ describe('prepared statements and pool transactions', () => {
     expect(rows).toEqual([{ id: 1, note: 'kept' }]);
     // Every client went back to the pool: none is left checked out.
     expect(pool.totalCount - pool.idleCount).toBe(0);
+  });
+
+  it('prepares each shape of a statement family once per connection, up to its limit, and runs the rest unprepared', async () => {
+    const shapes = new StatementShapes('probe-shapes', 2);
+    const client = await (await nativePool(h.orm.em.fork())).connect();
+    try {
+      const texts = ['select $1::int as n', 'select $1::int + 1 as n', 'select $1::int + 2 as n'];
+      const answers: number[] = [];
+      for (const text of [texts[0], texts[1], texts[0], texts[2], texts[2]] as string[]) {
+        const [row] = await shapes.run<{ n: number }>(client, text, [10]);
+        answers.push(row?.n ?? Number.NaN);
+      }
+      expect(answers).toEqual([10, 11, 10, 12, 12]);
+      const { rows } = await client.query<{ name: string; statement: string }>(
+        `select name, statement from pg_prepared_statements where name like 'probe-shapes#%' order by name`,
+      );
+      // Two names for the two first texts (the first reused, not prepared again); the third past the limit has none.
+      expect(rows).toEqual([
+        { name: 'probe-shapes#1', statement: texts[0] },
+        { name: 'probe-shapes#2', statement: texts[1] },
+      ]);
+    } finally {
+      client.release();
+    }
   });
 
   it('recognises a deadlock by its SQLSTATE', () => {

@@ -1,0 +1,147 @@
+/**
+ * `npm run bench:compare -- <ref> [--rounds=N] [--tasks=T] [--quick]`: the H1 pipeline (2 stages × T
+ * tasks, one worker) of an earlier commit against this working tree, on this machine, interleaved
+ * (ref, here, ref, here, …) so that a machine getting busier or quieter moves both sides alike. Each
+ * side runs with its own harness from its own checkout (the ref in a temporary git worktree with a copy
+ * of node_modules, removed at the end). Writes bench/results/compare-latest.md and a dated JSON file.
+ * A figure from one run on a shared machine says little; the ratio of the two sides measured
+ * back to back says what a change did.
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { killAll } from './lib/procs.ts';
+import { log, RESULTS_DIR, ROOT, TMP_DIR } from './lib/env.ts';
+import type { PipelineResult } from './lib/pipeline.ts';
+import { cpuModel } from './lib/cpu.ts';
+import { fmt, fmtRange, range, type Range } from './lib/stats.ts';
+
+const argv = process.argv.slice(2);
+const option = (name: string): string | undefined => argv.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3);
+const ref = argv.find((arg) => !arg.startsWith('--'));
+const rounds = Number(option('rounds') ?? 2);
+const tasks = Number(option('tasks') ?? 3);
+const quick = argv.includes('--quick');
+if (!ref || !Number.isInteger(rounds) || rounds < 1 || rounds > 5 || !Number.isInteger(tasks) || tasks < 1 || tasks > 20) {
+  process.stderr.write('usage: npm run bench:compare -- <git ref> [--rounds=1..5] [--tasks=1..20] [--quick]\n');
+  process.exit(2);
+}
+
+const git = (...args: string[]): string => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8' }).trim();
+const commit = git('rev-parse', '--short', `${ref}^{commit}`);
+const here = `${git('rev-parse', '--short', 'HEAD')}${git('status', '--porcelain').length > 0 ? ' plus uncommitted changes' : ''}`;
+
+// Bounded like every benchmark: each side takes a few minutes at most.
+const LIMIT_MS = rounds * 2 * (quick ? 3 : 6) * 60_000;
+const watchdog = setTimeout(() => {
+  process.stderr.write(`comparison exceeded ${LIMIT_MS / 60_000} minutes: stopping\n`);
+  killAll();
+  process.exit(1);
+}, LIMIT_MS);
+watchdog.unref();
+
+const worktree = `${TMP_DIR}/compare-${commit}`;
+function prepareWorktree(): void {
+  if (existsSync(worktree)) return;
+  mkdirSync(TMP_DIR, { recursive: true });
+  log(`checking out ${ref} (${commit}) in ${worktree}`);
+  git('worktree', 'add', '--detach', worktree, commit);
+  // Its own node_modules: the workspace packages are links relative to it, so they resolve to its code.
+  cpSync(`${ROOT}node_modules`, `${worktree}/node_modules`, { recursive: true, verbatimSymlinks: true });
+}
+
+function runSide(root: string): Promise<PipelineResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [`${ROOT}bench/compare-side.ts`, root, String(tasks), ...(quick ? ['--quick'] : [])], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    // Its progress lines are passed on; its last line is the result.
+    let pending = '';
+    let result: PipelineResult | undefined;
+    child.stdout.on('data', (chunk: Buffer) => {
+      const lines = (pending + chunk.toString('utf8')).split('\n');
+      pending = lines.pop() ?? '';
+      for (const line of lines) {
+        if (line.startsWith('{')) result = JSON.parse(line) as PipelineResult;
+        else process.stdout.write(`  ${line}\n`);
+      }
+    });
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      if (pending.startsWith('{')) result = JSON.parse(pending) as PipelineResult;
+      if (code !== 0 || !result) reject(new Error(`the ${root} side failed (exit ${code})`));
+      else resolve(result);
+    });
+  });
+}
+
+interface Side {
+  label: string;
+  root: string;
+  results: PipelineResult[];
+}
+
+prepareWorktree();
+const sides: Side[] = [
+  { label: `${ref} (${commit})`, root: worktree, results: [] },
+  { label: `this tree (${here})`, root: ROOT.replace(/\/$/, ''), results: [] },
+];
+try {
+  for (let round = 1; round <= rounds; round += 1) {
+    for (const side of sides) {
+      log(`round ${round}/${rounds}: ${side.label}`);
+      const result = await runSide(side.root);
+      log(`  ${fmt(result.runsPerSecond.median)} runs/s, ${fmt(result.cpuMsPerRun.median)} CPU-ms per run`);
+      side.results.push(result);
+    }
+  }
+} finally {
+  git('worktree', 'remove', '--force', worktree);
+  rmSync(worktree, { recursive: true, force: true });
+}
+
+const [base, head] = sides as [Side, Side];
+const median = (values: readonly number[]): number => range(values).median;
+const all = (side: Side, pick: (result: PipelineResult) => Range): Range =>
+  range(side.results.flatMap((result) => [...pick(result).samples]));
+const ratio = (pick: (result: PipelineResult) => Range): number[] =>
+  head.results.map((result, index) => pick(result).median / pick(base.results[index] as PipelineResult).median);
+const throughputRatios = ratio((result) => result.runsPerSecond);
+const cpuRatios = ratio((result) => result.cpuMsPerRun);
+const roles = Object.keys(head.results[0]?.cpuMsPerRunByRole ?? {});
+const roleMedian = (side: Side, role: string): number =>
+  median(side.results.map((result) => (result.cpuMsPerRunByRole as Record<string, number>)[role] ?? Number.NaN));
+
+const date = new Date().toISOString();
+const lines = [
+  `# Comparison: H1 pipeline, 2 stages × ${tasks} tasks, 1 worker${quick ? ' (quick)' : ''}`,
+  '',
+  `- Date: ${date}; ${cpuModel()}; ${rounds} round(s), interleaved: ${sides.map((side) => side.label).join(', then ')}`,
+  `- Each round of each side: the benchmark's H1 method (warm-up, three samples, median); every sample of a side below.`,
+  '',
+  '| side | runs/s | CPU-ms per run | ' + roles.join(' | ') + ' |',
+  '|---|---|---|' + roles.map(() => '---:').join('|') + '|',
+  ...sides.map(
+    (side) =>
+      `| ${side.label} | ${fmtRange(all(side, (result) => result.runsPerSecond))} | ${fmtRange(
+        all(side, (result) => result.cpuMsPerRun),
+        2,
+      )} | ` +
+      roles.map((role) => fmt(roleMedian(side, role), 2)).join(' | ') +
+      ' |',
+  ),
+  '',
+  `This tree ÷ ${ref}, round by round: runs/s ${throughputRatios.map((value) => fmt(value, 2)).join(', ')} (median ${fmt(median(throughputRatios), 2)}); ` +
+    `CPU-ms per run ${cpuRatios.map((value) => fmt(value, 2)).join(', ')} (median ${fmt(median(cpuRatios), 2)}).`,
+  '',
+  'Reproduce: `npm run bench:compare -- <ref>` (about 2 × 2 minutes a round).',
+];
+const markdown = `${lines.join('\n')}\n`;
+mkdirSync(RESULTS_DIR, { recursive: true });
+writeFileSync(`${RESULTS_DIR}/compare-latest.md`, markdown);
+writeFileSync(
+  `${RESULTS_DIR}/compare-${date.replaceAll(':', '').replace(/\.\d+Z$/, 'Z')}.json`,
+  `${JSON.stringify({ date, ref, commit, here, tasks, rounds, quick, sides }, null, 1)}\n`,
+);
+process.stdout.write(markdown);
+log(`wrote ${RESULTS_DIR}/compare-latest.md`);
+process.exit(0);

@@ -36,7 +36,8 @@ export function killAll(): void {
 process.on('exit', killAll);
 
 export function spawnNode(options: SpawnOptions): Managed {
-  const execArgv: string[] = [];
+  // Extra flags for every process, e.g. BENCH_NODE_FLAGS=--perf-basic-prof for `perf record`.
+  const execArgv: string[] = (process.env['BENCH_NODE_FLAGS'] ?? '').split(/\s+/).filter((flag) => flag.length > 0);
   if (options.profile) {
     const dir = `${TMP_DIR}/prof`;
     mkdirSync(dir, { recursive: true });

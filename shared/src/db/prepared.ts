@@ -30,7 +30,9 @@ export function prepared(name: string, text: string): PreparedStatement {
  * Prepared statements for a statement built from a few shapes (a run's advance writes the stages it
  * moved, the results it started and the run, in one statement whose text depends on which): each
  * distinct text is prepared under a name of its own, up to `limit` texts per family, so each is
- * parsed and planned once per connection too. Texts past the limit run unprepared.
+ * parsed once per connection (and planned once where PostgreSQL settles on the generic plan; for
+ * the advance's write it keeps planning for the values, see the README). Texts past the limit run
+ * unprepared.
  */
 export class StatementShapes {
   private readonly family: string;

@@ -131,6 +131,43 @@ describe('npm start (API and worker in one process)', () => {
     }
   }, 60_000);
 
+  it('lets API processes share PORT when each has REUSE_PORT=true, and refuses a second one in one clear line otherwise', async () => {
+    const port = await freePort();
+    const env = {
+      DATABASE_URL: databaseUrl(databaseName),
+      PORT: String(port),
+      ADMIN_TOKEN: `share_${randomAlphanumeric(24)}`,
+      QUEUE_PREFIX: `test-${randomAlphanumeric(8)}`,
+      LOG_LEVEL: 'info',
+    };
+    const alone = start(env);
+    try {
+      expect(await pingStatus(port)).toBe(204);
+      const refused = start(env);
+      expect(await refused.exited).toBe(1);
+      expect(refused.stderr().trim().split('\n')).toEqual([expect.stringContaining(`PORT=${port} `)]);
+      expect(refused.stderr()).toContain('REUSE_PORT=true');
+    } finally {
+      alone.child.kill('SIGTERM');
+      expect(await alone.exited).toBe(0);
+    }
+
+    const shared = { ...env, REUSE_PORT: 'true' };
+    const first = start(shared);
+    expect(await pingStatus(port)).toBe(204);
+    const second = start(shared);
+    try {
+      await eventually(async () => (second.stdout().includes('"msg":"listening"') ? true : undefined), 20_000);
+      // The first stops; the port still answers: the second listens on it too.
+      first.child.kill('SIGTERM');
+      expect(await first.exited).toBe(0);
+      expect(await pingStatus(port)).toBe(204);
+    } finally {
+      second.child.kill('SIGTERM');
+      expect(await second.exited).toBe(0);
+    }
+  }, 90_000);
+
   it.each([
     ['DATABASE_URL', { DATABASE_URL: `${SERVER_URL.replace(/:\d+$/, ':1')}/runtasks` }],
     ['REDIS_URL', { DATABASE_URL: databaseUrl(databaseName), REDIS_URL: 'redis://127.0.0.1:1/0' }],

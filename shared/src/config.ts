@@ -15,6 +15,8 @@ export const ConfigSchema = z
     REDIS_URL: z.url({ protocol: /^rediss?$/ }).default('redis://127.0.0.1:6379/0'),
     HOST: z.string().min(1).default('127.0.0.1'),
     PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+    // Several API processes on one host share PORT (SO_REUSEPORT: the kernel spreads connections).
+    REUSE_PORT: z.stringbool().default(false),
     PUBLIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
     ADMIN_TOKEN: z
       .string()
@@ -49,6 +51,7 @@ export const ConfigSchema = z
     redisUrl: env.REDIS_URL,
     host: env.HOST,
     port: env.PORT,
+    reusePort: env.REUSE_PORT,
     publicBaseUrl: (env.PUBLIC_BASE_URL ?? `http://localhost:${env.PORT}`).replace(/\/+$/, ''),
     adminToken: env.ADMIN_TOKEN,
     secretKey: env.SECRET_KEY,

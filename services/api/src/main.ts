@@ -4,7 +4,7 @@ import type { Server } from 'node:http';
 import { parseArgs } from 'node:util';
 import { buildApp } from './app.ts';
 import { ensureAdminToken, hasActiveAdminToken, issueToken } from './auth/tokens.ts';
-import { bootstrap, runMain } from './bootstrap.ts';
+import { bootstrap, runMain, StartupError } from './bootstrap.ts';
 import { createApiOps } from './ops/create-ops.ts';
 
 /**
@@ -43,8 +43,17 @@ runMain(async () => {
     role === 'all' ? await startWorker({ config, orm, logger, secrets: runtime.secrets, taskClient, metrics }) : undefined;
   const operations = createApiOps({ config, orm, secrets: runtime.secrets, logger, metrics });
   const app = buildApp({ config, orm, secrets: runtime.secrets, logger, taskClient, ops: operations.ops });
-  const server: Server = await new Promise((resolve) => {
-    const listening = app.listen(config.port, config.host, () => resolve(listening));
+  const server: Server = await new Promise((resolve, reject) => {
+    const listening = app.listen({ port: config.port, host: config.host, reusePort: config.reusePort }, () => resolve(listening));
+    listening.once('error', (error: NodeJS.ErrnoException) =>
+      reject(
+        error.code === 'EADDRINUSE'
+          ? new StartupError(
+              `PORT=${config.port} on ${config.host} is in use by another process (API processes can share it when each has REUSE_PORT=true).`,
+            )
+          : error,
+      ),
+    );
   });
   server.requestTimeout = 30_000;
   server.headersTimeout = 15_000;

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import type { Role } from './cpu.ts';
 import { ROOT, sleep, TMP_DIR } from './env.ts';
 
@@ -136,4 +136,44 @@ export async function whileAlive<T>(managed: Managed, ready: Promise<T>): Promis
     throw new Error(`${managed.name} exited (${code}) while starting:\n${managed.output.slice(-30).join('\n')}`);
   });
   return Promise.race([ready, died]);
+}
+
+function readOr(file: string, fallback: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return fallback;
+  }
+}
+
+/** Inodes of the TCP sockets listening on `port` (IPv4 and IPv6), from /proc/net. */
+function listeningInodes(port: number): Set<string> {
+  const inodes = new Set<string>();
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of readOr(file, '').split('\n').slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      // local_address is ADDR:PORT in hex; state 0A is LISTEN; the inode is the tenth field.
+      if (fields[1]?.endsWith(`:${hexPort}`) && fields[3] === '0A' && fields[9]) inodes.add(fields[9]);
+    }
+  }
+  return inodes;
+}
+
+/** Whether process `pid` holds a socket listening on `port` (several may, with SO_REUSEPORT). */
+export function listensOn(pid: number, port: number): boolean {
+  const inodes = listeningInodes(port);
+  let fds: string[];
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return false;
+  }
+  return fds.some((fd) => {
+    try {
+      return inodes.has(/^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1] ?? '');
+    } catch {
+      return false;
+    }
+  });
 }

@@ -12,6 +12,10 @@ import { range, round, type Range } from './stats.ts';
 
 export const READ_CONCURRENCY = 50;
 
+/** H3's target reads are measured with one API process, then with this many sharing the port. */
+export const SHARED_PORT_APIS = 2;
+export const SHARED_PORT_SUFFIX = `-${SHARED_PORT_APIS}api`;
+
 export interface ReadSample {
   requests: number;
   perSecond: number;
@@ -125,13 +129,16 @@ export interface ReadsOutput {
 export async function runReads(options: Options, parts: { h3: boolean; growth: boolean }): Promise<ReadsOutput> {
   log('reads: starting API, 1 worker, task server, load generator');
   const stack = await Stack.start({ workers: 1, profile: options.profile });
+  // H3's three target reads again with two API processes sharing the port, once this stack has stopped.
+  const again: { token: string; key: string; label: string; paths: string[] }[] = [];
+  let output: ReadsOutput;
   try {
     const suffix = randomBytes(3).toString('hex');
     const small = 1000;
     const large = options.quick ? 10_000 : 100_000;
     const org = await seedPipelineOrg(stack, `b-reads-${suffix}`, 3, 1);
     await bulkTasks(stack, org.id, small - org.taskIds.length, 'seeded');
-    const output: ReadsOutput = { h3: [], growth: undefined };
+    output = { h3: [], growth: undefined };
     const tasks20 = await measureReads(
       stack,
       org.token,
@@ -142,6 +149,7 @@ export async function runReads(options: Options, parts: { h3: boolean; growth: b
     );
     if (parts.h3) {
       output.h3.push(tasks20);
+      again.push({ token: org.token, key: 'tasks-20', label: tasks20.label, paths: taskPages(org, 20) });
       output.h3.push(
         await measureReads(
           stack,
@@ -157,27 +165,14 @@ export async function runReads(options: Options, parts: { h3: boolean; growth: b
       const runs = (await stack.db.query<{ id: string }>('select id from runs order by id')).rows.map((row) => row.id);
       const results = (await stack.db.query<{ id: string }>('select id from task_results order by id')).rows.map((row) => row.id);
       for (const size of [20, 100]) {
-        output.h3.push(
-          await measureReads(
-            stack,
-            org.token,
-            `stages-${size}`,
-            `GET /runs/:id/task-stages page[size]=${size}`,
-            runs.map((id) => `/api/v2/runs/${id}/task-stages?page%5Bsize%5D=${size}`),
-            options,
-          ),
-        );
+        const label = `GET /runs/:id/task-stages page[size]=${size}`;
+        const paths = runs.map((id) => `/api/v2/runs/${id}/task-stages?page%5Bsize%5D=${size}`);
+        output.h3.push(await measureReads(stack, org.token, `stages-${size}`, label, paths, options));
+        if (size === 20) again.push({ token: org.token, key: 'stages-20', label, paths });
       }
-      output.h3.push(
-        await measureReads(
-          stack,
-          org.token,
-          'result',
-          'GET /task-results/:id',
-          results.map((id) => `/api/v2/task-results/${id}`),
-          options,
-        ),
-      );
+      const resultPaths = results.map((id) => `/api/v2/task-results/${id}`);
+      output.h3.push(await measureReads(stack, org.token, 'result', 'GET /task-results/:id', resultPaths, options));
+      again.push({ token: org.token, key: 'result', label: 'GET /task-results/:id', paths: resultPaths });
     }
     if (parts.growth) {
       const big = await createOrg(stack, `b-big-${suffix}`);
@@ -201,8 +196,20 @@ export async function runReads(options: Options, parts: { h3: boolean; growth: b
       );
       output.growth = { small: tasks20, large: largeResult, smallInLargeTable: smallInLarge, rows: { small, large } };
     }
-    return output;
   } finally {
     await stack.stop();
   }
+  if (again.length > 0) {
+    log(`reads: starting ${SHARED_PORT_APIS} API processes on one port (REUSE_PORT), load generator`);
+    const shared = await Stack.start({ workers: 0, apiOnly: true, apis: SHARED_PORT_APIS, profile: options.profile });
+    try {
+      for (const read of again) {
+        const label = `${read.label} (${SHARED_PORT_APIS} API processes)`;
+        output.h3.push(await measureReads(shared, read.token, `${read.key}${SHARED_PORT_SUFFIX}`, label, read.paths, options));
+      }
+    } finally {
+      await shared.stop();
+    }
+  }
+  return output;
 }

@@ -8,7 +8,7 @@ import { cpuModel, ROLES } from './cpu.ts';
 import { DATABASE_URL, REDIS_URL, RESULTS_DIR, ROOT, type Options } from './env.ts';
 import type { LatencyResult } from './latency.ts';
 import type { PipelineResult } from './pipeline.ts';
-import type { ReadResult, ReadsOutput } from './reads.ts';
+import { SHARED_PORT_APIS, SHARED_PORT_SUFFIX, type ReadResult, type ReadsOutput } from './reads.ts';
 import { fitLine, fmt, fmtRange, type Range } from './stats.ts';
 
 /**
@@ -178,10 +178,23 @@ export function verdicts(results: Results): Verdict[] {
     );
   }
   if (results.h2) out.push(atMost('H2 p99 create → first task request at 20 runs/s', results.h2.firstTaskP99Ms.median, 15, 'ms'));
-  for (const read of results.h3 ?? []) {
-    if (read.key === 'tasks-20') out.push(atLeast('H3 GET /organizations/:org/tasks, page 20', read.perSecond.median, 2000, 'req/s'));
-    if (read.key === 'stages-20') out.push(atLeast('H3 GET /runs/:id/task-stages (show-type)', read.perSecond.median, 5000, 'req/s'));
-    if (read.key === 'result') out.push(atLeast('H3 GET /task-results/:id (show)', read.perSecond.median, 5000, 'req/s'));
+  // Each read's best of one API process and two sharing the port, as H1 takes the best worker count.
+  const bestRead = (key: string): { read: ReadResult; apis: number } | undefined => {
+    const one = results.h3?.find((read) => read.key === key);
+    const shared = results.h3?.find((read) => read.key === `${key}${SHARED_PORT_SUFFIX}`);
+    if (!one || !shared) return one && { read: one, apis: 1 };
+    return shared.perSecond.median > one.perSecond.median ? { read: shared, apis: SHARED_PORT_APIS } : { read: one, apis: 1 };
+  };
+  for (const [key, label, target] of [
+    ['tasks-20', 'H3 GET /organizations/:org/tasks, page 20', 2000],
+    ['stages-20', 'H3 GET /runs/:id/task-stages (show-type)', 5000],
+    ['result', 'H3 GET /task-results/:id (show)', 5000],
+  ] as const) {
+    const best = bestRead(key);
+    if (best)
+      out.push(
+        atLeast(`${label} (best: ${best.apis} API process${best.apis > 1 ? 'es' : ''})`, best.read.perSecond.median, target, 'req/s'),
+      );
   }
   const slope = slopeOf(results.h4?.tasks ?? []);
   if (slope) out.push(atMost('H4 CPU-ms per extra task result (slope over T = 1, 3, 10)', slope.b, 1.5, 'ms', 2));

@@ -18,7 +18,7 @@ import {
   serviceEnv,
   sleep,
 } from './env.ts';
-import { readyMessage, spawnNode, stopAll, whileAlive, type Managed } from './procs.ts';
+import { listensOn, readyMessage, spawnNode, stopAll, whileAlive, type Managed } from './procs.ts';
 
 export const MEDIA_TYPE = 'application/vnd.api+json';
 
@@ -79,6 +79,8 @@ export interface StackOptions {
   profile?: boolean;
   /** Start no worker and no task server (read benchmarks against seeded data). */
   apiOnly?: boolean;
+  /** API processes sharing the port (REUSE_PORT); 1 by default. */
+  apis?: number;
   /** Start only the task server and the component client (bench/components.ts) instead of the service. */
   componentsOnly?: boolean;
   extraEnv?: Record<string, string>;
@@ -162,8 +164,16 @@ export class Stack {
       await readyMessage(this.loadgen);
       return;
     }
-    this.api = this.add(spawnNode({ name: 'api', role: 'api', script: 'services/api/src/main.ts', args: ['--role', 'api'], env, profile }));
+    const apis = this.options.apis ?? 1;
+    const apiEnv = apis > 1 ? { ...env, REUSE_PORT: 'true' } : env;
+    const apiNamed = (name: string): Managed =>
+      this.add(spawnNode({ name, role: 'api', script: 'services/api/src/main.ts', args: ['--role', 'api'], env: apiEnv, profile }));
+    this.api = apiNamed('api');
     await whileAlive(this.api, this.waitForApi());
+    for (let index = 2; index <= apis; index += 1) {
+      const another = apiNamed(`api-${index}`);
+      await whileAlive(another, this.waitForListening(another));
+    }
     for (let index = 0; index < (this.options.apiOnly ? 0 : this.options.workers); index += 1) {
       const worker = this.add(
         spawnNode({ name: `worker-${index + 1}`, role: 'worker', script: 'services/worker/src/main.ts', env, profile }),
@@ -196,6 +206,16 @@ export class Stack {
       await sleep(100);
     }
     throw new Error(`the API did not become ready within 60 s (/readyz: ${last}):\n${this.api?.output.slice(-20).join('\n') ?? ''}`);
+  }
+
+  /** Another API process on the shared port is up once it listens (readiness could be answered by any of them). */
+  private async waitForListening(api: Managed): Promise<void> {
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline) {
+      if (listensOn(api.pid, this.apiPort)) return;
+      await sleep(100);
+    }
+    throw new Error(`${api.name} did not listen on port ${this.apiPort} within 60 s:\n${api.output.slice(-20).join('\n')}`);
   }
 
   /** A worker is up once its outbox relay LISTENs (it starts after the BullMQ worker). */

@@ -2,15 +2,17 @@
  * `npm run bench:compare -- <ref> [--rounds=N] [--tasks=T] [--quick]`: the H1 pipeline (2 stages × T
  * tasks, one worker) of an earlier commit against this working tree, on this machine, interleaved
  * (ref, here, ref, here, …) so that a machine getting busier or quieter moves both sides alike. Each
- * side runs with its own harness from its own checkout (the ref in a temporary git worktree with a copy
- * of node_modules, removed at the end). Writes bench/results/compare-latest.md and a dated JSON file.
- * A figure from one run on a shared machine says little; the ratio of the two sides measured
- * back to back says what a change did.
+ * side runs the harness of its own checkout (bench/lib: processes, seeding, measuring), driven by this
+ * tree's bench/compare-side.ts; the ref is checked out in a temporary git worktree outside the project
+ * with a copy of this tree's node_modules (reinstalled from its own lockfile when that differs), and
+ * removed at the end. Writes bench/results/compare-latest.md and a dated JSON file. A figure from one
+ * run on a shared machine says little; the ratio of the two sides measured back to back says what a
+ * change did.
  */
-import { execFileSync, spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { killAll } from './lib/procs.ts';
-import { log, RESULTS_DIR, ROOT, TMP_DIR } from './lib/env.ts';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { log, RESULTS_DIR, ROOT } from './lib/env.ts';
 import type { PipelineResult } from './lib/pipeline.ts';
 import { cpuModel } from './lib/cpu.ts';
 import { fmt, fmtRange, range, type Range } from './lib/stats.ts';
@@ -29,31 +31,60 @@ if (!ref || !Number.isInteger(rounds) || rounds < 1 || rounds > 5 || !Number.isI
 const git = (...args: string[]): string => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8' }).trim();
 const commit = git('rev-parse', '--short', `${ref}^{commit}`);
 const here = `${git('rev-parse', '--short', 'HEAD')}${git('status', '--porcelain').length > 0 ? ' plus uncommitted changes' : ''}`;
+// Outside the project, so that nothing that walks the project (tsc, eslint, jest) sees a second copy.
+const worktree = `${tmpdir()}/runtasks-compare-${commit}`;
 
-// Bounded like every benchmark: each side takes a few minutes at most.
-const LIMIT_MS = rounds * 2 * (quick ? 3 : 6) * 60_000;
-const watchdog = setTimeout(() => {
-  process.stderr.write(`comparison exceeded ${LIMIT_MS / 60_000} minutes: stopping\n`);
-  killAll();
-  process.exit(1);
-}, LIMIT_MS);
-watchdog.unref();
+function removeWorktree(): void {
+  try {
+    git('worktree', 'remove', '--force', worktree);
+  } catch {
+    // Not registered (any more): the folder may still be there.
+  }
+  rmSync(worktree, { recursive: true, force: true });
+  git('worktree', 'prune');
+}
 
-const worktree = `${TMP_DIR}/compare-${commit}`;
+/** A fresh checkout of the ref every time: one left by an interrupted comparison may be incomplete. */
 function prepareWorktree(): void {
-  if (existsSync(worktree)) return;
-  mkdirSync(TMP_DIR, { recursive: true });
+  removeWorktree();
   log(`checking out ${ref} (${commit}) in ${worktree}`);
   git('worktree', 'add', '--detach', worktree, commit);
   // Its own node_modules: the workspace packages are links relative to it, so they resolve to its code.
   cpSync(`${ROOT}node_modules`, `${worktree}/node_modules`, { recursive: true, verbatimSymlinks: true });
+  if (git('diff', '--name-only', commit, '--', 'package-lock.json') !== '') {
+    log(`  ${ref} has other dependencies: npm install in the worktree`);
+    execFileSync('npm', ['install', '--no-audit', '--no-fund'], { cwd: worktree, stdio: 'inherit' });
+  }
 }
+
+// The side running now: started in a process group of its own, with every process its harness starts,
+// so that the watchdog and Ctrl-C end all of them.
+let running: ChildProcess | undefined;
+function abort(reason: string, code: number): never {
+  process.stderr.write(`${reason}\n`);
+  if (running?.pid !== undefined && running.exitCode === null) {
+    try {
+      process.kill(-running.pid, 'SIGKILL');
+    } catch {
+      // Already gone.
+    }
+  }
+  removeWorktree();
+  process.exit(code);
+}
+
+// Bounded like every benchmark: each side takes a few minutes at most.
+const LIMIT_MS = rounds * 2 * (quick ? 3 : 6) * 60_000;
+setTimeout(() => abort(`comparison exceeded ${LIMIT_MS / 60_000} minutes: stopping`, 1), LIMIT_MS).unref();
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => abort(`${signal}: stopping`, 130));
 
 function runSide(root: string): Promise<PipelineResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [`${ROOT}bench/compare-side.ts`, root, String(tasks), ...(quick ? ['--quick'] : [])], {
       stdio: ['ignore', 'pipe', 'inherit'],
+      detached: true,
     });
+    running = child;
     // Its progress lines are passed on; its last line is the result.
     let pending = '';
     let result: PipelineResult | undefined;
@@ -66,7 +97,9 @@ function runSide(root: string): Promise<PipelineResult> {
       }
     });
     child.on('error', reject);
-    child.on('exit', (code) => {
+    // 'close', not 'exit': the last of its output may still be unread when it exits.
+    child.on('close', (code) => {
+      running = undefined;
       if (pending.startsWith('{')) result = JSON.parse(pending) as PipelineResult;
       if (code !== 0 || !result) reject(new Error(`the ${root} side failed (exit ${code})`));
       else resolve(result);
@@ -95,8 +128,7 @@ try {
     }
   }
 } finally {
-  git('worktree', 'remove', '--force', worktree);
-  rmSync(worktree, { recursive: true, force: true });
+  removeWorktree();
 }
 
 const [base, head] = sides as [Side, Side];

@@ -1,4 +1,4 @@
-import { createTaskClient, Metrics, migrateUp, onShutdownSignals, pendingMigrations } from '@runtasks/shared';
+import { createTaskClient, Metrics, migrateUp, onShutdownSignals, pendingMigrations, type Config } from '@runtasks/shared';
 import { startWorker, type RunningWorker } from '@runtasks/worker';
 import type { Server } from 'node:http';
 import { parseArgs } from 'node:util';
@@ -6,6 +6,30 @@ import { buildApp } from './app.ts';
 import { ensureAdminToken, hasActiveAdminToken, issueToken } from './auth/tokens.ts';
 import { bootstrap, runMain, StartupError } from './bootstrap.ts';
 import { createApiOps } from './ops/create-ops.ts';
+
+/** Listens on HOST:PORT; a port taken (or an option the platform lacks) stops start-up in one line. */
+function listen(app: ReturnType<typeof buildApp>, config: Config): Promise<Server> {
+  const where = `${config.host}:${config.port}`;
+  const refusal = (error: NodeJS.ErrnoException): StartupError =>
+    new StartupError(
+      error.code === 'EADDRINUSE'
+        ? `PORT=${config.port} on ${config.host} is in use by another process (API processes on Linux can share it when each has REUSE_PORT=true).`
+        : `Cannot listen on ${where}: ${error.message}`,
+    );
+  return new Promise((resolve, reject) => {
+    const refuse = (error: NodeJS.ErrnoException): void => reject(refusal(error));
+    try {
+      const server = app.listen({ port: config.port, host: config.host, reusePort: config.reusePort }, () => {
+        // Later server errors are not start-up's: they must not vanish into a settled promise.
+        server.off('error', refuse);
+        resolve(server);
+      });
+      server.once('error', refuse);
+    } catch (error) {
+      refuse(error as NodeJS.ErrnoException);
+    }
+  });
+}
 
 /**
  * `--role all` (the default, `npm start`): migrations, API and worker in one process, for one machine.
@@ -39,22 +63,12 @@ runMain(async () => {
   const taskClient = createTaskClient({ allowlist: config.taskDestinationAllowlist });
   // One registry for the process: with the worker in-process, /metrics shows both.
   const metrics = new Metrics();
-  const worker: RunningWorker | undefined =
-    role === 'all' ? await startWorker({ config, orm, logger, secrets: runtime.secrets, taskClient, metrics }) : undefined;
   const operations = createApiOps({ config, orm, secrets: runtime.secrets, logger, metrics });
   const app = buildApp({ config, orm, secrets: runtime.secrets, logger, taskClient, ops: operations.ops });
-  const server: Server = await new Promise((resolve, reject) => {
-    const listening = app.listen({ port: config.port, host: config.host, reusePort: config.reusePort }, () => resolve(listening));
-    listening.once('error', (error: NodeJS.ErrnoException) =>
-      reject(
-        error.code === 'EADDRINUSE'
-          ? new StartupError(
-              `PORT=${config.port} on ${config.host} is in use by another process (API processes can share it when each has REUSE_PORT=true).`,
-            )
-          : error,
-      ),
-    );
-  });
+  // Listening first: a process that cannot have its port stops before it has taken any job.
+  const server = await listen(app, config);
+  const worker: RunningWorker | undefined =
+    role === 'all' ? await startWorker({ config, orm, logger, secrets: runtime.secrets, taskClient, metrics }) : undefined;
   server.requestTimeout = 30_000;
   server.headersTimeout = 15_000;
   logger.info({ url: config.publicBaseUrl, host: config.host, port: config.port, role }, 'listening');

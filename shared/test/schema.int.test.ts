@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { readdirSync } from 'node:fs';
 import { newId } from '../src/domain/ids.ts';
 import { MIGRATIONS } from '../src/db/migrations/index.ts';
-import { nativePool } from '../src/db/prepared.ts';
 import { createRun, seedOrganization } from '../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../test/support/harness.ts';
 
@@ -81,41 +80,27 @@ describe('schema', () => {
     expect(await open()).toBe(0);
   });
 
-  it('plans a statement on one open result by its primary key, never by reading every open result', async () => {
-    // The generic plan of a prepared statement (the one a pool connection ends up reusing) in a table
-    // whose statistics say, as they do in production, that nearly every result is final: the
-    // deadline index is open to the sweeper's statements only.
-    const f = await seedOrganization(h, 'schema-plan');
+  it('refuses a hard deadline without a progress deadline (the sweeper finds expired results by the latter)', async () => {
+    const f = await seedOrganization(h, 'schema-deadlines');
     const runId = await createRun(h, f.organizationToken, f.workspaceId);
-    const client = await (await nativePool(h.orm.em.fork())).connect();
-    try {
-      await client.query('begin');
-      const stageId = newId('taskStage');
-      await client.query(`insert into task_stages (id, run_id, stage, created_at, updated_at) values ($1, $2, 'post_plan', now(), now())`, [
-        stageId,
-        runId,
-      ]);
-      await client.query(
-        `insert into task_results (id, task_stage_id, task_id, task_name, task_url, enforcement_level, stage, status, created_at, updated_at)
-         select 'probe-' || n, $1, 'probe-task-' || n, 'probe', 'https://tasks.example.com/', 'mandatory', 'post_plan', 'passed', now(), now()
-           from generate_series(1, 3000) n`,
-        [stageId],
-      );
-      await client.query('analyze task_results');
-      await client.query('set local plan_cache_mode = force_generic_plan');
-      for (const [index, where] of [
-        `id = $1 and status in ('pending', 'running') and (progress_deadline is null or progress_deadline > now())`,
-        `id = $1 and status = 'running' and acknowledged_at is null`,
-      ].entries()) {
-        await client.query(`prepare probe_one_result_${index}(text) as update task_results set version = version + 1 where ${where}`);
-        const { rows } = await client.query<{ 'QUERY PLAN': string }>(`explain (costs off) execute probe_one_result_${index}(null)`);
-        const plan = rows.map((row) => row['QUERY PLAN']).join('\n');
-        expect(plan).toContain('Index Scan using task_results_pkey');
-        expect(plan).not.toContain('task_results_open_deadline_idx');
-      }
-    } finally {
-      await client.query('rollback');
-      client.release();
-    }
+    const db = h.orm.em.fork().getConnection();
+    const stageId = newId('taskStage');
+    await db.execute(`insert into task_stages (id, run_id, stage, created_at, updated_at) values (?, ?, 'post_plan', now(), now())`, [
+      stageId,
+      runId,
+    ]);
+    const resultId = newId('taskResult');
+    await db.execute(
+      `insert into task_results (id, task_stage_id, task_id, task_name, task_url, enforcement_level, stage, created_at, updated_at)
+       values (?, ?, 'task-deadlines', 'probe', 'https://tasks.example.com/', 'mandatory', 'post_plan', now(), now())`,
+      [resultId, stageId],
+    );
+    await expect(db.execute(`update task_results set hard_deadline = now() where id = ?`, [resultId])).rejects.toThrow(
+      /task_results_deadlines_check/,
+    );
+    await db.execute(`update task_results set progress_deadline = now(), hard_deadline = now() where id = ?`, [resultId]);
+    await db.execute(`update task_results set progress_deadline = now() + interval '1 minute', hard_deadline = null where id = ?`, [
+      resultId,
+    ]);
   });
 });

@@ -1174,7 +1174,8 @@ describe('request bodies of every write route (property-based)', () => {
     const finalResult = await openResult();
     await em().nativeUpdate(TaskResult, { id: finalResult.id }, { status: 'passed' });
     const expiredResult = await openResult();
-    await em().nativeUpdate(TaskResult, { id: expiredResult.id }, { hardDeadline: new Date(Date.now() - 60_000) });
+    const longAgo = new Date(Date.now() - 60_000);
+    await em().nativeUpdate(TaskResult, { id: expiredResult.id }, { progressDeadline: longAgo, hardDeadline: longAgo });
 
     const outcomeFields = (prefix: string): Record<string, Kind> => ({
       [prefix]: object(),

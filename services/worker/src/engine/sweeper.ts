@@ -26,8 +26,8 @@ export async function expireResults(
   const rows = await em.execute<{ run_id: string }[]>(
     `with due as (
        -- Locked in id order (then their stages, by the trigger), so two passes over the same results never deadlock.
-       -- A result has both deadlines or neither (they are set together when its stage starts); saying so
-       -- lets this use the deadline index, which holds open results with a deadline only.
+       -- A result with a hard deadline has a progress deadline (a constraint says so); saying so lets
+       -- this use the deadline index, which holds open results with a progress deadline only.
        select tr.id from task_results tr
         where tr.status in ('pending', 'running') and tr.progress_deadline is not null
           and (tr.progress_deadline < now() or tr.hard_deadline < now())

@@ -21,6 +21,14 @@ const TaskResultSchema = defineEntity({
       expression: `create index "task_results_open_deadline_idx" on "task_results" ("progress_deadline") where "status" in ('pending', 'running') and "progress_deadline" is not null`,
     },
   ],
+  checks: [
+    {
+      // The sweeper finds expired results through the deadline index, which holds results with a
+      // progress deadline: one with a hard deadline must have one too. As PostgreSQL prints it back.
+      name: 'task_results_deadlines_check',
+      expression: '((hard_deadline IS NULL) OR (progress_deadline IS NOT NULL))',
+    },
+  ],
   triggers: [
     {
       // Whoever ends a result (a callback, the sweeper, the dispatcher, a cancel) keeps its stage's

@@ -74,7 +74,7 @@ type CallbackRow = (TaskResultRow | Absent<TaskResultRow>) & {
  * `seen_*` are the row as the statement's snapshot saw it, for the refusal. Past its progress deadline
  * a result takes no callback (the sweeper or its deadline job ends it as errored).
  */
-const CALLBACK = prepared(
+export const CALLBACK = prepared(
   'callback',
   `with target as (
      select tr.id, tr.status, (tr.hard_deadline is not null and tr.hard_deadline <= now()) as expired,

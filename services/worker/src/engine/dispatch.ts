@@ -49,7 +49,7 @@ export const ATTEMPT_LEASE_MS = 30_000;
  * Claimed only while the result is running and unacknowledged, when an attempt is due (next_attempt_at,
  * with a second for clock skew against a delayed job) and the cap is not reached.
  */
-const CLAIM = prepared(
+export const CLAIM = prepared(
   'dispatch-claim',
   `update task_results tr set attempts = tr.attempts + 1, next_attempt_at = now() + make_interval(secs => $1::double precision),
           callback_token_hash = case when tr.callback_token_encrypted is null then $2::text else tr.callback_token_hash end,
@@ -70,7 +70,7 @@ const ATTEMPT_COLUMNS = `(${ATTEMPT_FIELDS.join(', ')})`;
  * Attempts' rows and their acknowledgements, any number in one statement (one round trip, one commit):
  * $1 … $7 arrays of the attempts' columns. Results are locked in id order, as everywhere.
  */
-const ACKNOWLEDGE = prepared(
+export const ACKNOWLEDGE = prepared(
   'dispatch-acknowledge-many',
   `with attempt as (
      insert into delivery_attempts ${ATTEMPT_COLUMNS}

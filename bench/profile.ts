@@ -1,8 +1,10 @@
 /**
  * `npm run bench:profile`: where the time of a run goes. Runs the H1 pipeline (2 stages × 3 tasks,
  * one worker) with the API, worker and task server under --cpu-prof and with every SQL statement
- * counted, then writes bench/results/profile-latest.md: statements per run by shape and process,
+ * counted, then writes bench/results/profile-pipeline-latest.md: statements per run by shape and process,
  * and self time by package and function. Not part of `npm run bench` (profiling slows the processes).
+ * `-- --rate=N`: an open loop at N runs/s instead of the burst (profile-open-latest.md);
+ * `-- --reads=tasks|stages|result [--concurrency=N]`: one read endpoint under load.
  */
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { summarise, type ProfileSummary } from './lib/cpuprofile.ts';
@@ -23,6 +25,10 @@ const concurrency = Number(process.argv.find((arg) => arg.startsWith('--concurre
 // a profile of unsaturated processes shows where CPU goes rather than where processes were preempted.
 const rateArg = process.argv.find((arg) => arg.startsWith('--rate='))?.slice(7);
 const rate = rateArg === undefined ? undefined : Number(rateArg);
+if (rate !== undefined && !(rate > 0 && rate <= 200)) {
+  process.stderr.write('--rate must be a number of runs per second, above 0 and at most 200\n');
+  process.exit(2);
+}
 const PROF_DIR = `${TMP_DIR}/prof`;
 
 async function dumpCounts(stack: Stack): Promise<void> {

@@ -27,6 +27,7 @@ import type { RunExecutor } from './executor.ts';
 import {
   DISPATCH_RESULT_COLUMNS,
   DISPATCH_RUN_COLUMNS,
+  dispatchRunFields,
   type DispatchResultFields,
   type DispatchRow,
   type DispatchRunFields,
@@ -92,7 +93,9 @@ const RUN_STAGES = prepared(
 
 /**
  * The run, locked: workers advancing one run take turns. With what the payloads of the results it
- * starts need of the run, its workspace and organization, so the write reads no other table.
+ * starts need of the run, its workspace and organization, so the write reads no other table. The
+ * run's columns are its locked (newest) version; the workspace's and organization's names are as this
+ * statement found them, so a rename committed while it waited for the lock shows from the next stage.
  */
 const LOCK_RUN = prepared(
   'run-lock',
@@ -281,25 +284,16 @@ export async function advanceRun(
       if (parts.length === 0) return [];
       const started = await ADVANCE_WRITES.run<DispatchResultFields & { task_stage_id: string }>(
         client,
+        // `started` returns an explicit column list, so `*` here cannot change under a cached plan.
         numbered(`with ${parts.join(',\n')} ${issued.size > 0 ? 'select * from started' : 'select null where false'}`),
         params,
       );
-      const runFields: DispatchRunFields = {
-        run_id: run.run_id,
-        plan_id: run.plan_id,
-        run_message: run.run_message,
-        run_created_at: run.run_created_at,
-        plan_only: run.plan_only,
-        configuration_version_id: run.configuration_version_id,
-        workspace_id: run.workspace_id,
-        workspace_name: run.workspace_name,
-        working_directory: run.working_directory,
-        organization_name: run.organization_name,
-      };
+      const runFields = dispatchRunFields(run);
+      const stageNames = new Map(stages.map((stage) => [stage.id, stage.stage]));
       // Every returned row was updated from one of `issued`'s entries (joined on its id), in one of this run's stages.
       return started.map(({ task_stage_id: stageId, ...result }) => ({
         stageId,
-        row: { ...result, ...runFields, stage: stages.find((stage) => stage.id === stageId)?.stage as RunStage },
+        row: { ...result, ...runFields, stage: stageNames.get(stageId) as RunStage },
         issued: issued.get(result.id) as IssuedToken,
       }));
     };

@@ -46,6 +46,22 @@ export type DispatchResultFields = Pick<
 >;
 export type DispatchRunFields = Omit<DispatchRow, keyof DispatchResultFields | 'stage'>;
 
+/** The DISPATCH_RUN_COLUMNS of a row that has them among others. */
+export function dispatchRunFields(row: DispatchRunFields): DispatchRunFields {
+  return {
+    run_id: row.run_id,
+    plan_id: row.plan_id,
+    run_message: row.run_message,
+    run_created_at: row.run_created_at,
+    plan_only: row.plan_only,
+    configuration_version_id: row.configuration_version_id,
+    workspace_id: row.workspace_id,
+    workspace_name: row.workspace_name,
+    working_directory: row.working_directory,
+    organization_name: row.organization_name,
+  };
+}
+
 export const DISPATCH_COLUMNS = `${DISPATCH_RESULT_COLUMNS}, ts.stage, ${DISPATCH_RUN_COLUMNS}`;
 
 export const DISPATCH_ROW_SQL = `

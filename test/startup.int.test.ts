@@ -140,31 +140,36 @@ describe('npm start (API and worker in one process)', () => {
       QUEUE_PREFIX: `test-${randomAlphanumeric(8)}`,
       LOG_LEVEL: 'info',
     };
-    const alone = start(env);
+    const children: Started[] = [];
+    const launch = (variables: Record<string, string>): Started => {
+      const started = start(variables);
+      children.push(started);
+      return started;
+    };
     try {
+      const alone = launch(env);
       expect(await pingStatus(port)).toBe(204);
-      const refused = start(env);
+      const refused = launch(env);
       expect(await refused.exited).toBe(1);
       expect(refused.stderr().trim().split('\n')).toEqual([expect.stringContaining(`PORT=${port} `)]);
       expect(refused.stderr()).toContain('REUSE_PORT=true');
-    } finally {
       alone.child.kill('SIGTERM');
       expect(await alone.exited).toBe(0);
-    }
 
-    const shared = { ...env, REUSE_PORT: 'true' };
-    const first = start(shared);
-    expect(await pingStatus(port)).toBe(204);
-    const second = start(shared);
-    try {
+      const shared = { ...env, REUSE_PORT: 'true' };
+      const first = launch(shared);
+      expect(await pingStatus(port)).toBe(204);
+      const second = launch(shared);
       await eventually(async () => (second.stdout().includes('"msg":"listening"') ? true : undefined), 20_000);
       // The first stops; the port still answers: the second listens on it too.
       first.child.kill('SIGTERM');
       expect(await first.exited).toBe(0);
       expect(await pingStatus(port)).toBe(204);
-    } finally {
       second.child.kill('SIGTERM');
       expect(await second.exited).toBe(0);
+    } finally {
+      // Whatever an assertion above left running.
+      for (const { child } of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }
   }, 90_000);
 

@@ -42,16 +42,22 @@ async function findStage(ctx: ApiContext): Promise<TaskStage> {
   return orNotFound(await ctx.state.em.findOne(TaskStage, where, { populate: ['run', 'run.workspace', 'run.organization'] }));
 }
 
+/** The stages' results in the order a stage lists them (as created). */
+async function resultsOf(ctx: ApiContext, stageIds: readonly string[]): Promise<TaskResult[]> {
+  if (stageIds.length === 0) return [];
+  return ctx.state.em.find(TaskResult, { taskStage: { $in: [...stageIds] } }, { orderBy: { createdAt: 'asc', id: 'asc' } });
+}
+
 async function render(
   ctx: ApiContext,
   stages: readonly TaskStage[],
   include: Set<Include>,
 ): Promise<{ data: Resource[]; included: Resource[] }> {
   const em = ctx.state.em;
-  const results =
-    stages.length === 0
-      ? []
-      : await em.find(TaskResult, { taskStage: { $in: stages.map((stage) => stage.id) } }, { orderBy: { createdAt: 'asc', id: 'asc' } });
+  const results = await resultsOf(
+    ctx,
+    stages.map((stage) => stage.id),
+  );
   const data = stages.map((stage) =>
     serializeTaskStage(
       stage,
@@ -148,11 +154,7 @@ async function override(ctx: ApiContext): Promise<void> {
     await recordOutboxEvent(tx, JOBS.runAdvance, stage.run.id);
     return row;
   });
-  const results = await ctx.state.em.find(
-    TaskResult,
-    { taskStage: stage.id },
-    { fields: ['id'], orderBy: { createdAt: 'asc', id: 'asc' } },
-  );
+  const results = await resultsOf(ctx, [stage.id]);
   const permissions = { canOverrideTasks: canOverrideTasks(ctx.state.principal, stage.run.organization.id) };
   const data = serializeTaskStage(
     taskStageFromRow(overridden),

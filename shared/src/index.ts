@@ -25,6 +25,7 @@ export * from './domain/lifecycle.ts';
 export * from './db/outbox.ts';
 export * from './db/prepared.ts';
 export * from './db/plan-run.ts';
+export * from './db/listener.ts';
 export * from './domain/feature-sets.ts';
 export * from './ops/metrics.ts';
 export * from './ops/readiness.ts';

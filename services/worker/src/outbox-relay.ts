@@ -1,7 +1,15 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { inTransaction, nativePool, OUTBOX_CHANNEL, outboxJobId, prepared, runPrepared, type Logger } from '@runtasks/shared';
+import {
+  ChannelListener,
+  inTransaction,
+  nativePool,
+  OUTBOX_CHANNEL,
+  outboxJobId,
+  prepared,
+  runPrepared,
+  type Logger,
+} from '@runtasks/shared';
 import type { Queue } from 'bullmq';
-import pg from 'pg';
 
 interface OutboxRow {
   id: string;
@@ -15,9 +23,6 @@ const RETENTION = '7 days';
 const PUBLISH_TIMEOUT_MS = 10_000;
 /** Published rows older than RETENTION are deleted at most this often (the delete scans the table). */
 const PRUNE_INTERVAL_MS = 60_000;
-/** A lost LISTEN connection is retried after 0.5 s, doubling up to 15 s (polling covers the gap). */
-const LISTEN_RETRY_BASE_MS = 500;
-const LISTEN_RETRY_MAX_MS = 15_000;
 
 export interface OutboxRelayOptions {
   orm: MikroORM;
@@ -50,22 +55,32 @@ export const JOB_RETENTION = { removeOnComplete: { age: 86_400, count: 1000 }, r
  */
 export class OutboxRelay {
   private readonly options: OutboxRelayOptions;
-  private listener: pg.Client | undefined;
+  private readonly listener: ChannelListener;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private again = false;
   private prunedAt = 0;
-  private listenTimer: NodeJS.Timeout | undefined;
-  private listenFailures = 0;
   private stopped = false;
   private readonly stopping = new AbortController();
 
   constructor(options: OutboxRelayOptions) {
     this.options = options;
+    // LISTEN is a latency optimisation only: polling alone loses nothing. A lost listener is made
+    // again, or every event would wait for the poll; whatever was committed while no one listened
+    // is published as soon as it listens again.
+    this.listener = new ChannelListener({
+      databaseUrl: options.databaseUrl,
+      channel: OUTBOX_CHANNEL,
+      logger: options.logger,
+      name: 'outbox listener',
+      fallback: 'polling continues',
+      onNotification: () => this.wake(),
+      onListening: () => this.wake(),
+    });
   }
 
   async start(): Promise<void> {
-    await this.listen();
+    await this.listener.start();
     this.timer = setInterval(() => this.wake(), this.options.pollIntervalMs);
     this.wake();
   }
@@ -103,58 +118,8 @@ export class OutboxRelay {
     // An unacknowledged publication is rolled back, not awaited: with Redis down it would never end.
     this.stopping.abort();
     if (this.timer) clearInterval(this.timer);
-    if (this.listenTimer) clearTimeout(this.listenTimer);
     await this.running;
-    await this.listener?.end().catch(() => undefined);
-  }
-
-  private async listen(): Promise<void> {
-    // LISTEN is a latency optimisation only: polling alone loses nothing. A lost listener (PostgreSQL
-    // restarted, the connection killed) is re-established, or every event would wait for the poll.
-    const client = new pg.Client({ connectionString: this.options.databaseUrl });
-    let lost = false;
-    const onLost = (error?: Error): void => {
-      if (lost) return;
-      lost = true;
-      if (this.listener === client) this.listener = undefined;
-      client.end().catch(() => undefined);
-      if (this.stopped) return;
-      this.options.logger.warn({ err: error }, 'outbox listener connection lost; polling continues');
-      this.scheduleListen();
-    };
-    client.on('error', onLost);
-    client.on('end', () => onLost());
-    client.on('notification', () => this.wake());
-    try {
-      await client.connect();
-      await client.query(`listen ${OUTBOX_CHANNEL}`);
-      if (this.stopped) {
-        await client.end().catch(() => undefined);
-        return;
-      }
-      this.listener = client;
-      this.listenFailures = 0;
-      // Whatever was committed while no one listened is published now, not at the next poll.
-      this.wake();
-    } catch (error) {
-      if (!lost) {
-        lost = true;
-        await client.end().catch(() => undefined);
-        if (this.stopped) return;
-        this.options.logger.warn({ err: error }, 'outbox listener unavailable; polling continues and it retries');
-        this.scheduleListen();
-      }
-    }
-  }
-
-  private scheduleListen(): void {
-    if (this.stopped || this.listenTimer) return;
-    this.listenFailures += 1;
-    const delayMs = Math.min(LISTEN_RETRY_MAX_MS, LISTEN_RETRY_BASE_MS * 2 ** Math.min(this.listenFailures - 1, 6));
-    this.listenTimer = setTimeout(() => {
-      this.listenTimer = undefined;
-      void this.listen();
-    }, delayMs);
+    await this.listener.stop();
   }
 
   private async publishBatch(): Promise<number> {

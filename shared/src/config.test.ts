@@ -40,6 +40,7 @@ describe('loadConfig defaults (DESIGN §4a)', () => {
     ['configurationVersionMaxBytes', 52428800],
     ['configurationUploadUrlTtlSeconds', 3600],
     ['rateLimitPerSecond', 30],
+    ['authCacheTtlMs', 10000],
     ['dashboardReadOnly', true],
     ['workerHealthPort', 9100],
     ['shutdownDrainDelayMs', 1000],
@@ -74,6 +75,7 @@ describe('loadConfig defaults (DESIGN §4a)', () => {
         'configurationVersionMaxBytes',
         'configurationUploadUrlTtlSeconds',
         'rateLimitPerSecond',
+        'authCacheTtlMs',
         'dashboardReadOnly',
         'workerHealthPort',
         'shutdownDrainDelayMs',
@@ -119,6 +121,9 @@ describe('loadConfig values', () => {
     [{ LOG_LEVEL: 'silent' }, 'logLevel', 'silent'],
     [{ WORKER_CONCURRENCY: '4' }, 'workerConcurrency', 4],
     [{ OUTBOX_POLL_INTERVAL_MS: '250' }, 'outboxPollIntervalMs', 250],
+    [{ AUTH_CACHE_TTL_SECONDS: '0' }, 'authCacheTtlMs', 0],
+    [{ AUTH_CACHE_TTL_SECONDS: '2.5' }, 'authCacheTtlMs', 2500],
+    [{ AUTH_CACHE_TTL_SECONDS: '3600' }, 'authCacheTtlMs', 3_600_000],
   ] as const)('%j → %s = %j', (env, key, expected) => {
     expect(loadConfig(env)[key]).toEqual(expected);
   });
@@ -197,6 +202,9 @@ describe('loadConfig: invalid values throw a ConfigError naming the variable', (
     ['LOG_LEVEL', 'verbose'],
     ['WORKER_CONCURRENCY', '0'],
     ['OUTBOX_POLL_INTERVAL_MS', 'fast'],
+    ['AUTH_CACHE_TTL_SECONDS', '-1'],
+    ['AUTH_CACHE_TTL_SECONDS', '3601'],
+    ['AUTH_CACHE_TTL_SECONDS', 'a while'],
   ])('%s=%j', (variable, value) => {
     expectInvalid({ [variable]: value }, variable);
   });

@@ -34,6 +34,9 @@ export const ConfigSchema = z
     CONFIGURATION_VERSION_MAX_BYTES: positiveInt.default(50 * 1024 * 1024),
     CONFIGURATION_UPLOAD_URL_TTL_SECONDS: positiveInt.default(3600),
     RATE_LIMIT_PER_SECOND: z.coerce.number().int().min(0).default(30),
+    // How long an API process may remember a token's principal (0: never). Changes are heard at once
+    // (LISTEN/NOTIFY); this bounds an entry's life should a notification be lost.
+    AUTH_CACHE_TTL_SECONDS: z.coerce.number().min(0).max(3600).default(10),
     DASHBOARD_READ_ONLY: z.stringbool().default(true),
     WORKER_HEALTH_PORT: z.coerce.number().int().min(0).max(65535).default(9100),
     SHUTDOWN_DRAIN_DELAY_MS: z.coerce.number().int().min(0).default(1000),
@@ -65,6 +68,7 @@ export const ConfigSchema = z
     configurationVersionMaxBytes: env.CONFIGURATION_VERSION_MAX_BYTES,
     configurationUploadUrlTtlSeconds: env.CONFIGURATION_UPLOAD_URL_TTL_SECONDS,
     rateLimitPerSecond: env.RATE_LIMIT_PER_SECOND,
+    authCacheTtlMs: Math.round(env.AUTH_CACHE_TTL_SECONDS * 1000),
     dashboardReadOnly: env.DASHBOARD_READ_ONLY,
     workerHealthPort: env.WORKER_HEALTH_PORT,
     shutdownDrainDelayMs: env.SHUTDOWN_DRAIN_DELAY_MS,

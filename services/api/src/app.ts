@@ -55,6 +55,7 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
     isDraining: deps.ops?.isDraining ?? (() => false),
     rateLimiter: deps.ops?.rateLimiter,
     dashboard: deps.ops?.dashboard,
+    principalCache: deps.ops?.principalCache,
   };
   const readinessChecks = { postgres: async () => void (await deps.orm.em.fork().execute('select 1')), ...ops.readinessChecks };
   const router = buildRouter(routes, ops);

@@ -4,6 +4,7 @@ import type { Middleware } from 'koa';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { ParameterizedContext } from 'koa';
 import type { Principal } from './auth/principal.ts';
+import type { PrincipalCache } from './auth/principal-cache.ts';
 
 /** What the API needs from the outside world; built once in main.ts or by a test. */
 export interface ApiDeps {
@@ -25,6 +26,8 @@ export interface ApiOps {
   rateLimiter: RateLimiterAbstract | undefined;
   /** bull-board, already behind its own admin guard. */
   dashboard: Middleware | undefined;
+  /** Principals by token, forgotten on every change (AUTH_CACHE_TTL_SECONDS=0: none, every request asks the database). */
+  principalCache: PrincipalCache | undefined;
 }
 
 export interface ApiState {

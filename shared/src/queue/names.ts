@@ -25,3 +25,6 @@ export const taskDispatchJobId = (resultId: string, attempt: number): string => 
 
 /** PostgreSQL NOTIFY channel the relay listens on, so published events move without waiting for a poll. */
 export const OUTBOX_CHANNEL = 'runtasks_outbox';
+
+/** PostgreSQL NOTIFY channel of changes to tokens and teams: API processes forget the principals they know. */
+export const PRINCIPALS_CHANNEL = 'runtasks_principals';

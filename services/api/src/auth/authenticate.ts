@@ -11,6 +11,7 @@ import {
 import type { Next } from 'koa';
 import type { ApiContext } from '../context.ts';
 import type { Principal } from './principal.ts';
+import type { KnownToken } from './principal-memo.ts';
 
 interface TokenRow {
   id: string;
@@ -21,8 +22,12 @@ interface TokenRow {
   manage_run_tasks: boolean | null;
   manage_workspaces: boolean | null;
   manage_policy_overrides: boolean | null;
-  last_used_at: Date | null;
+  // However the pool's type parsers give timestamps back: as text or as dates.
+  expires_at: string | Date | null;
+  last_used_at: string | Date | null;
 }
+
+const dateOrNull = (value: string | Date | null): Date | null => (value === null ? null : new Date(value));
 
 const LAST_USED_RESOLUTION_MS = 60_000;
 
@@ -52,27 +57,54 @@ function toPrincipal(row: TokenRow): Principal | undefined {
 const TOKEN_PRINCIPAL = prepared(
   'token-principal',
   `select t.id, t.kind, t.organization_id, t.team_id, tm.organization_id as team_org_id,
-          tm.manage_run_tasks, tm.manage_workspaces, tm.manage_policy_overrides, t.last_used_at
+          tm.manage_run_tasks, tm.manage_workspaces, tm.manage_policy_overrides, t.expires_at, t.last_used_at
      from api_tokens t left join teams tm on tm.id = t.team_id
     where t.token_hash = $1 and t.revoked_at is null and (t.expires_at is null or t.expires_at > now())`,
 );
 
 const TOKEN_USED = prepared('token-used', 'update api_tokens set last_used_at = now() where id = $1');
 
-/** Resolves the bearer token to a principal in one query; every failure is the same 401. */
+/** The token's principal from the database, or nothing when the token is unknown, revoked or expired. */
+async function lookUpToken(pool: Queryable, tokenHash: string): Promise<KnownToken | undefined> {
+  const [row] = await runPrepared<TokenRow>(pool, TOKEN_PRINCIPAL, [tokenHash]);
+  const principal = row && toPrincipal(row);
+  return (
+    row && principal && { principal, tokenId: row.id, expiresAt: dateOrNull(row.expires_at), lastUsedAt: dateOrNull(row.last_used_at) }
+  );
+}
+
+/**
+ * Resolves the bearer token to a principal: from this process's cache when it has one (see
+ * PrincipalCache for why that cannot outlive a revocation), else in one query. Every failure is the same 401.
+ */
 export async function authenticate(ctx: ApiContext, next: Next): Promise<void> {
   const token = bearerToken(ctx.get('authorization') || undefined);
   if (!token || !isPlausibleToken(token)) throw unauthorized();
-  const pool = await nativePool(ctx.state.em);
-  const [row] = await runPrepared<TokenRow>(pool, TOKEN_PRINCIPAL, [ctx.deps.secrets.hashToken(token)]);
-  const principal = row && toPrincipal(row);
-  if (!row || !principal) throw unauthorized();
-  ctx.state.principal = principal;
-  if (!row.last_used_at || Date.now() - new Date(row.last_used_at).getTime() > LAST_USED_RESOLUTION_MS) {
-    // Bookkeeping only: never delay or fail the request for it.
-    runPrepared(pool, TOKEN_USED, [row.id]).catch(() => undefined);
+  const tokenHash = ctx.deps.secrets.hashToken(token);
+  const cache = ctx.deps.ops?.principalCache;
+  let known = cache?.recall(tokenHash);
+  if (!known) {
+    const epoch = cache?.epoch ?? 0;
+    known = await lookUpToken(await nativePool(ctx.state.em), tokenHash);
+    if (!known) throw unauthorized();
+    cache?.remember(tokenHash, known, epoch);
+  }
+  ctx.state.principal = known.principal;
+  if (!known.lastUsedAt || Date.now() - known.lastUsedAt.getTime() > LAST_USED_RESOLUTION_MS) {
+    // Bookkeeping only: never delay or fail the request for it. Recorded here too, so a remembered
+    // token is written once a resolution, not on every request.
+    known.lastUsedAt = new Date();
+    const tokenId = known.tokenId;
+    nativePool(ctx.state.em)
+      .then((pool) => runPrepared(pool, TOKEN_USED, [tokenId]))
+      .catch(() => undefined);
   }
   await next();
+}
+
+/** This process changed tokens or teams: forget what it remembers now, before its own notification arrives. */
+export function principalsChanged(ctx: ApiContext): void {
+  ctx.deps.ops?.principalCache?.forgetAll();
 }
 
 /**

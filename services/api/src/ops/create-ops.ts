@@ -2,6 +2,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { Metrics, pendingMigrations, QUEUES, type Config, type Logger, type SecretBox } from '@runtasks/shared';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
+import { PrincipalCache } from '../auth/principal-cache.ts';
 import type { ApiOps } from '../context.ts';
 import { createDashboard } from './dashboard.ts';
 import { createRateLimiter } from './rate-limit.ts';
@@ -14,7 +15,8 @@ export interface ApiOpsHandle {
 
 /**
  * What the API process needs for operations: one Redis connection (rate limits, readiness, the
- * dashboard's view of the queues), metrics, and readiness checks. Redis being down never blocks a
+ * dashboard's view of the queues), metrics, readiness checks, and the principal cache with its
+ * PostgreSQL LISTEN connection. Redis being down never blocks a
  * request path: commands fail fast (no offline queue) and readiness reports it.
  */
 export function createApiOps(options: {
@@ -34,6 +36,11 @@ export function createApiOps(options: {
   const metrics = options.metrics ?? new Metrics();
   metrics.watchQueue(queue);
 
+  const principalCache =
+    config.authCacheTtlMs > 0 ? new PrincipalCache({ databaseUrl: config.databaseUrl, ttlMs: config.authCacheTtlMs, logger }) : undefined;
+  // Not awaited: until it listens, every request looks its token up (it retries on its own).
+  void principalCache?.start();
+
   let draining = false;
   // Pending migrations only ever go away while running, so the check stops querying once they have.
   let migrated = false;
@@ -42,6 +49,7 @@ export function createApiOps(options: {
     isDraining: () => draining,
     rateLimiter: config.rateLimitPerSecond > 0 ? createRateLimiter(redis, config.queuePrefix, config.rateLimitPerSecond) : undefined,
     dashboard: createDashboard({ queues: [queue], readOnly: config.dashboardReadOnly, orm, secrets }),
+    principalCache,
     readinessChecks: {
       redis: async () => {
         if ((await redis.ping()) !== 'PONG') throw new Error('unexpected PING answer');
@@ -60,6 +68,7 @@ export function createApiOps(options: {
       draining = true;
     },
     async close() {
+      await principalCache?.stop();
       await queue.close().catch(() => undefined);
       redis.disconnect();
       queueRedis.disconnect();

@@ -1,6 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { ApiError, EDITIONS, newId, notFound, Organization } from '@runtasks/shared';
 import { z } from 'zod';
+import { principalsChanged } from '../auth/authenticate.ts';
 import { isAdmin, isOwnerOf } from '../auth/principal.ts';
 import { organizationScope, ownerOrganizationScope } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
@@ -96,6 +97,8 @@ async function destroy(ctx: ApiContext): Promise<void> {
   const organization = await findOrganization(ctx, true);
   if (!isOwnerOf(ctx.state.principal, organization.id)) throw notFound();
   await ctx.state.em.nativeDelete(Organization, { id: organization.id });
+  // Its tokens and teams went with it.
+  principalsChanged(ctx);
   respond(ctx, 204);
 }
 

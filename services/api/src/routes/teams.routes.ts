@@ -1,6 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { newId, Team } from '@runtasks/shared';
 import { z } from 'zod';
+import { principalsChanged } from '../auth/authenticate.ts';
 import { ownerOrganizationScope } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
@@ -87,12 +88,15 @@ async function update(ctx: ApiContext): Promise<void> {
   if (attributes.name !== undefined) team.name = attributes.name;
   applyAccess(team, attributes['organization-access']);
   await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
+  // Its tokens' permissions may have changed.
+  principalsChanged(ctx);
   respond(ctx, 200, single(serializeTeam(team, team.organization.name)));
 }
 
 async function destroy(ctx: ApiContext): Promise<void> {
   const team = await findTeam(ctx);
   await ctx.state.em.nativeDelete(Team, { id: team.id });
+  principalsChanged(ctx);
   respond(ctx, 204);
 }
 

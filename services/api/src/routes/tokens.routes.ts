@@ -2,6 +2,7 @@ import type { FilterQuery } from '@mikro-orm/core';
 import { ApiToken, Team } from '@runtasks/shared';
 import { z } from 'zod';
 import { ownerOrganizationScope } from '../auth/scopes.ts';
+import { principalsChanged } from '../auth/authenticate.ts';
 import { issueToken } from '../auth/tokens.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
@@ -78,6 +79,8 @@ function tokenRoutesFor(owner: TokenOwner): RouteDef[] {
       description: attributes.description ?? null,
       expiresAt: expiryOf(attributes['expired-at']),
     });
+    // The previous token of its owner was revoked with it.
+    principalsChanged(ctx);
     respond(ctx, 201, single(serializeToken(token, secret)));
   };
   const show = async (ctx: ApiContext): Promise<void> => {
@@ -88,6 +91,7 @@ function tokenRoutesFor(owner: TokenOwner): RouteDef[] {
     const where = { kind: owner.kind, ...(await owner.find(ctx)), revokedAt: null } as FilterQuery<ApiToken>;
     const revoked = await ctx.state.em.nativeUpdate(ApiToken, where, { revokedAt: new Date() });
     orNotFound(revoked > 0 ? revoked : null);
+    principalsChanged(ctx);
     respond(ctx, 204);
   };
   return [

@@ -1,4 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
+import { PRINCIPALS_NOTIFY } from '../principals-notify.ts';
 import { Organization } from './organization.entity.ts';
 import { Team } from './team.entity.ts';
 
@@ -8,6 +9,19 @@ export type TokenKind = (typeof TOKEN_KINDS)[number];
 const ApiTokenSchema = defineEntity({
   name: 'ApiToken',
   tableName: 'api_tokens',
+  // API processes remember principals by token: any change that can alter one tells them to forget.
+  triggers: [
+    {
+      name: 'api_tokens_principal_update',
+      timing: 'after',
+      events: ['update'],
+      forEach: 'row',
+      // As PostgreSQL prints it back (the schema comparison is textual): last_used_at alone is no change.
+      when: '((old.kind <> new.kind) OR ((old.token_hash)::text <> (new.token_hash)::text) OR ((old.organization_id)::text IS DISTINCT FROM (new.organization_id)::text) OR ((old.team_id)::text IS DISTINCT FROM (new.team_id)::text) OR (old.expires_at IS DISTINCT FROM new.expires_at) OR (old.revoked_at IS DISTINCT FROM new.revoked_at))',
+      body: PRINCIPALS_NOTIFY,
+    },
+    { name: 'api_tokens_principal_delete', timing: 'after', events: ['delete'], forEach: 'statement', body: PRINCIPALS_NOTIFY },
+  ],
   indexes: [
     { name: 'api_tokens_organization_idx', properties: ['organization'] },
     { name: 'api_tokens_team_idx', properties: ['team'] },

@@ -1,9 +1,22 @@
 import { defineEntity, p } from '@mikro-orm/core';
+import { PRINCIPALS_NOTIFY } from '../principals-notify.ts';
 import { Organization } from './organization.entity.ts';
 
 const TeamSchema = defineEntity({
   name: 'Team',
   tableName: 'teams',
+  // A team token's principal carries the team's organization and permissions (see ApiToken's triggers).
+  triggers: [
+    {
+      name: 'teams_principal_update',
+      timing: 'after',
+      events: ['update'],
+      forEach: 'row',
+      when: '(((old.organization_id)::text <> (new.organization_id)::text) OR (old.manage_run_tasks <> new.manage_run_tasks) OR (old.manage_workspaces <> new.manage_workspaces) OR (old.manage_policy_overrides <> new.manage_policy_overrides))',
+      body: PRINCIPALS_NOTIFY,
+    },
+    { name: 'teams_principal_delete', timing: 'after', events: ['delete'], forEach: 'statement', body: PRINCIPALS_NOTIFY },
+  ],
   uniques: [{ name: 'teams_organization_name_unique', properties: ['organization', 'name'] }],
   properties: {
     id: p.string().length(32).primary(),

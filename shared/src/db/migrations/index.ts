@@ -7,6 +7,7 @@ import { Migration20261123000000RunTaskCount } from './Migration20261123000000Ru
 import { Migration20261123100000StageOpenResults } from './Migration20261123100000StageOpenResults.ts';
 import { Migration20261123110000HotUpdates } from './Migration20261123110000HotUpdates.ts';
 import { Migration20261123220000DeadlineIndexPredicate } from './Migration20261123220000DeadlineIndexPredicate.ts';
+import { Migration20261124000000PrincipalNotify } from './Migration20261124000000PrincipalNotify.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
 export const MIGRATIONS: MigrationObject[] = [
@@ -18,4 +19,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261123100000StageOpenResults', class: Migration20261123100000StageOpenResults },
   { name: 'Migration20261123110000HotUpdates', class: Migration20261123110000HotUpdates },
   { name: 'Migration20261123220000DeadlineIndexPredicate', class: Migration20261123220000DeadlineIndexPredicate },
+  { name: 'Migration20261124000000PrincipalNotify', class: Migration20261124000000PrincipalNotify },
 ];

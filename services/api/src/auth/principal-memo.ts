@@ -1,0 +1,71 @@
+import type { Principal } from './principal.ts';
+
+/** A token's principal as the database had it, with what a hit must still check. */
+export interface KnownToken {
+  principal: Principal;
+  tokenId: string;
+  /** Checked on every hit: a token may expire while it is remembered. */
+  expiresAt: Date | null;
+  /** When the database last recorded a use; the caller refreshes it at most once a minute. */
+  lastUsedAt: Date | null;
+}
+
+export interface PrincipalMemoOptions {
+  ttlMs: number;
+  maxEntries: number;
+  now?: () => number;
+}
+
+/**
+ * Principals by token hash, for at most `ttlMs`. It knows nothing of the database: its owner says
+ * when to forget everything (`forgetAll`). A lookup that began before the last `forgetAll` may not be
+ * remembered (`remember` takes the `epoch` read before the lookup), or a revocation that raced it
+ * would be undone by a row read before the revocation committed.
+ */
+export class PrincipalMemo {
+  private readonly entries = new Map<string, { token: KnownToken; storedAt: number }>();
+  private currentEpoch = 0;
+  private readonly options: Required<PrincipalMemoOptions>;
+
+  constructor(options: PrincipalMemoOptions) {
+    this.options = { now: Date.now, ...options };
+  }
+
+  get epoch(): number {
+    return this.currentEpoch;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  recall(tokenHash: string): KnownToken | undefined {
+    const entry = this.entries.get(tokenHash);
+    if (!entry) return undefined;
+    const now = this.options.now();
+    if (now - entry.storedAt >= this.options.ttlMs || (entry.token.expiresAt !== null && entry.token.expiresAt.getTime() <= now)) {
+      this.entries.delete(tokenHash);
+      return undefined;
+    }
+    return entry.token;
+  }
+
+  /** Remembers a lookup that began at `epoch`; false when something was forgotten since. */
+  remember(tokenHash: string, token: KnownToken, epoch: number): boolean {
+    if (epoch !== this.currentEpoch || this.options.ttlMs <= 0) return false;
+    this.entries.delete(tokenHash);
+    // Oldest first out: a Map iterates in insertion order.
+    while (this.entries.size >= this.options.maxEntries) {
+      const oldest = this.entries.keys().next();
+      if (oldest.done) break;
+      this.entries.delete(oldest.value);
+    }
+    this.entries.set(tokenHash, { token, storedAt: this.options.now() });
+    return true;
+  }
+
+  forgetAll(): void {
+    this.currentEpoch += 1;
+    this.entries.clear();
+  }
+}

@@ -1,6 +1,6 @@
 /**
- * `npm run bench:compare -- <ref> [--rounds=N] [--tasks=T] [--quick]`: the H1 pipeline (2 stages × T
- * tasks, one worker) of an earlier commit against this working tree, on this machine, interleaved
+ * `npm run bench:compare -- <ref> [--rounds=N] [--tasks=T] [--figure=h1|h3] [--quick]`: the H1 pipeline
+ * (2 stages × T tasks, one worker), or H3's API reads, of an earlier commit against this working tree, on this machine, interleaved
  * (ref, here, ref, here, …) so that a machine getting busier or quieter moves both sides alike. Each
  * side runs the harness of its own checkout (bench/lib: processes, seeding, measuring), driven by this
  * tree's bench/compare-side.ts; the ref is checked out in a temporary git worktree outside the project
@@ -14,6 +14,7 @@ import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { log, RESULTS_DIR, ROOT } from './lib/env.ts';
 import type { PipelineResult } from './lib/pipeline.ts';
+import { READ_CONCURRENCY as READS_CLIENTS, type ReadResult } from './lib/reads.ts';
 import { cpuModel } from './lib/cpu.ts';
 import { fmt, fmtRange, range, type Range } from './lib/stats.ts';
 
@@ -22,9 +23,19 @@ const option = (name: string): string | undefined => argv.find((arg) => arg.star
 const ref = argv.find((arg) => !arg.startsWith('--'));
 const rounds = Number(option('rounds') ?? 2);
 const tasks = Number(option('tasks') ?? 3);
+const figure = option('figure') ?? 'h1';
 const quick = argv.includes('--quick');
-if (!ref || !Number.isInteger(rounds) || rounds < 1 || rounds > 5 || !Number.isInteger(tasks) || tasks < 1 || tasks > 20) {
-  process.stderr.write('usage: npm run bench:compare -- <git ref> [--rounds=1..5] [--tasks=1..20] [--quick]\n');
+if (
+  !ref ||
+  !Number.isInteger(rounds) ||
+  rounds < 1 ||
+  rounds > 5 ||
+  !Number.isInteger(tasks) ||
+  tasks < 1 ||
+  tasks > 20 ||
+  (figure !== 'h1' && figure !== 'h3')
+) {
+  process.stderr.write('usage: npm run bench:compare -- <git ref> [--rounds=1..5] [--tasks=1..20] [--figure=h1|h3] [--quick]\n');
   process.exit(2);
 }
 
@@ -74,25 +85,26 @@ function abort(reason: string, code: number): never {
 }
 
 // Bounded like every benchmark: each side takes a few minutes at most.
-const LIMIT_MS = rounds * 2 * (quick ? 3 : 6) * 60_000;
+const LIMIT_MS = rounds * 2 * (quick ? 3 : figure === 'h3' ? 10 : 6) * 60_000;
 setTimeout(() => abort(`comparison exceeded ${LIMIT_MS / 60_000} minutes: stopping`, 1), LIMIT_MS).unref();
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => abort(`${signal}: stopping`, 130));
 
-function runSide(root: string): Promise<PipelineResult> {
+/** One side's measurement: a PipelineResult (h1) or its ReadResult list (h3). */
+function runSide<T>(root: string): Promise<T> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [`${ROOT}bench/compare-side.ts`, root, String(tasks), ...(quick ? ['--quick'] : [])], {
+    const child = spawn(process.execPath, [`${ROOT}bench/compare-side.ts`, root, String(tasks), figure, ...(quick ? ['--quick'] : [])], {
       stdio: ['ignore', 'pipe', 'inherit'],
       detached: true,
     });
     running = child;
     // Its progress lines are passed on; its last line is the result.
     let pending = '';
-    let result: PipelineResult | undefined;
+    let result: T | undefined;
     child.stdout.on('data', (chunk: Buffer) => {
       const lines = (pending + chunk.toString('utf8')).split('\n');
       pending = lines.pop() ?? '';
       for (const line of lines) {
-        if (line.startsWith('{')) result = JSON.parse(line) as PipelineResult;
+        if (line.startsWith('{') || line.startsWith('[')) result = JSON.parse(line) as T;
         else process.stdout.write(`  ${line}\n`);
       }
     });
@@ -100,79 +112,113 @@ function runSide(root: string): Promise<PipelineResult> {
     // 'close', not 'exit': the last of its output may still be unread when it exits.
     child.on('close', (code) => {
       running = undefined;
-      if (pending.startsWith('{')) result = JSON.parse(pending) as PipelineResult;
+      if (pending.startsWith('{') || pending.startsWith('[')) result = JSON.parse(pending) as T;
       if (code !== 0 || !result) reject(new Error(`the ${root} side failed (exit ${code})`));
       else resolve(result);
     });
   });
 }
 
-interface Side {
+interface Side<T> {
   label: string;
   root: string;
-  results: PipelineResult[];
+  results: T[];
 }
 
-prepareWorktree();
-const sides: Side[] = [
-  { label: `${ref} (${commit})`, root: worktree, results: [] },
-  { label: `this tree (${here})`, root: ROOT.replace(/\/$/, ''), results: [] },
-];
-try {
-  for (let round = 1; round <= rounds; round += 1) {
-    for (const side of sides) {
-      log(`round ${round}/${rounds}: ${side.label}`);
-      const result = await runSide(side.root);
-      log(`  ${fmt(result.runsPerSecond.median)} runs/s, ${fmt(result.cpuMsPerRun.median)} CPU-ms per run`);
-      side.results.push(result);
-    }
-  }
-} finally {
-  removeWorktree();
-}
-
-const [base, head] = sides as [Side, Side];
 const median = (values: readonly number[]): number => range(values).median;
-const all = (side: Side, pick: (result: PipelineResult) => Range): Range =>
-  range(side.results.flatMap((result) => [...pick(result).samples]));
-const ratio = (pick: (result: PipelineResult) => Range): number[] =>
-  head.results.map((result, index) => pick(result).median / pick(base.results[index] as PipelineResult).median);
-const throughputRatios = ratio((result) => result.runsPerSecond);
-const cpuRatios = ratio((result) => result.cpuMsPerRun);
-const roles = Object.keys(head.results[0]?.cpuMsPerRunByRole ?? {});
-const roleMedian = (side: Side, role: string): number =>
-  median(side.results.map((result) => (result.cpuMsPerRunByRole as Record<string, number>)[role] ?? Number.NaN));
+const ratios = (head: readonly number[], base: readonly number[]): number[] => head.map((value, index) => value / (base[index] as number));
+const ratioLine = (name: string, values: readonly number[]): string =>
+  `${name} ${values.map((value) => fmt(value, 2)).join(', ')} (median ${fmt(median(values), 2)})`;
+
+async function measure<T>(): Promise<Side<T>[]> {
+  prepareWorktree();
+  const sides: Side<T>[] = [
+    { label: `${ref} (${commit})`, root: worktree, results: [] },
+    { label: `this tree (${here})`, root: ROOT.replace(/\/$/, ''), results: [] },
+  ];
+  try {
+    for (let round = 1; round <= rounds; round += 1) {
+      for (const side of sides) {
+        log(`round ${round}/${rounds}: ${side.label}`);
+        side.results.push(await runSide<T>(side.root));
+      }
+    }
+  } finally {
+    removeWorktree();
+  }
+  return sides;
+}
+
+function pipelineReport(sides: Side<PipelineResult>[]): string[] {
+  const [base, head] = sides as [Side<PipelineResult>, Side<PipelineResult>];
+  const all = (side: Side<PipelineResult>, pick: (result: PipelineResult) => Range): Range =>
+    range(side.results.flatMap((result) => [...pick(result).samples]));
+  const medians = (side: Side<PipelineResult>, pick: (result: PipelineResult) => Range): number[] =>
+    side.results.map((result) => pick(result).median);
+  const roles = Object.keys(head.results[0]?.cpuMsPerRunByRole ?? {});
+  const roleMedian = (side: Side<PipelineResult>, role: string): number =>
+    median(side.results.map((result) => (result.cpuMsPerRunByRole as Record<string, number>)[role] ?? Number.NaN));
+  const throughput = (result: PipelineResult): Range => result.runsPerSecond;
+  const cpu = (result: PipelineResult): Range => result.cpuMsPerRun;
+  return [
+    `# Comparison: H1 pipeline, 2 stages × ${tasks} tasks, 1 worker${quick ? ' (quick)' : ''}`,
+    '',
+    `- Date: ${date}; ${cpuModel()}; ${rounds} round(s), interleaved: ${sides.map((side) => side.label).join(', then ')}`,
+    `- Each round of each side: the benchmark's H1 method (warm-up, three samples, median); every sample of a side below.`,
+    '',
+    '| side | runs/s | CPU-ms per run | ' + roles.join(' | ') + ' |',
+    '|---|---|---|' + roles.map(() => '---:').join('|') + '|',
+    ...sides.map(
+      (side) =>
+        `| ${side.label} | ${fmtRange(all(side, throughput))} | ${fmtRange(all(side, cpu), 2)} | ` +
+        roles.map((role) => fmt(roleMedian(side, role), 2)).join(' | ') +
+        ' |',
+    ),
+    '',
+    `This tree ÷ ${ref}, round by round: ${ratioLine('runs/s', ratios(medians(head, throughput), medians(base, throughput)))}; ` +
+      `${ratioLine('CPU-ms per run', ratios(medians(head, cpu), medians(base, cpu)))}.`,
+    '',
+    'Reproduce: `npm run bench:compare -- <ref>` (about 2 × 2 minutes a round).',
+  ];
+}
+
+function readsReport(sides: Side<ReadResult[]>[]): string[] {
+  const [base, head] = sides as [Side<ReadResult[]>, Side<ReadResult[]>];
+  // Only the reads both sides measured, in this tree's order.
+  const keys = (head.results[0] ?? []).map((read) => read.key).filter((key) => base.results[0]?.some((read) => read.key === key));
+  const medians = (side: Side<ReadResult[]>, key: string, pick: (read: ReadResult) => Range): number[] =>
+    side.results.map((round) => pick(round.find((read) => read.key === key) as ReadResult).median);
+  const throughput = (read: ReadResult): Range => read.perSecond;
+  const cpu = (read: ReadResult): Range => read.cpuMsPerRequest;
+  const labelOf = (key: string): string => (head.results[0] ?? []).find((read) => read.key === key)?.label ?? key;
+  return [
+    `# Comparison: H3 API reads (${READS_CLIENTS} clients, closed loop)${quick ? ' (quick)' : ''}`,
+    '',
+    `- Date: ${date}; ${cpuModel()}; ${rounds} round(s), interleaved: ${sides.map((side) => side.label).join(', then ')}`,
+    `- Each round of each side: the benchmark's H3 method (warm-up, three samples, median); below, the median over rounds.`,
+    '',
+    `| request | ${base.label} req/s | this tree req/s | ratio by round | ${base.label} CPU-ms/req | this tree CPU-ms/req | ratio by round |`,
+    '|---|---:|---:|---|---:|---:|---|',
+    ...keys.map((key) => {
+      const [b, h] = [medians(base, key, throughput), medians(head, key, throughput)];
+      const [bc, hc] = [medians(base, key, cpu), medians(head, key, cpu)];
+      const byRound = (values: number[]): string => values.map((value) => fmt(value, 2)).join(', ');
+      return `| ${labelOf(key)} | ${fmt(median(b))} | ${fmt(median(h))} | ${byRound(ratios(h, b))} | ${fmt(median(bc), 3)} | ${fmt(median(hc), 3)} | ${byRound(ratios(hc, bc))} |`;
+    }),
+    '',
+    'Reproduce: `npm run bench:compare -- <ref> --figure=h3` (about 2 × 4 minutes a round).',
+  ];
+}
 
 const date = new Date().toISOString();
-const lines = [
-  `# Comparison: H1 pipeline, 2 stages × ${tasks} tasks, 1 worker${quick ? ' (quick)' : ''}`,
-  '',
-  `- Date: ${date}; ${cpuModel()}; ${rounds} round(s), interleaved: ${sides.map((side) => side.label).join(', then ')}`,
-  `- Each round of each side: the benchmark's H1 method (warm-up, three samples, median); every sample of a side below.`,
-  '',
-  '| side | runs/s | CPU-ms per run | ' + roles.join(' | ') + ' |',
-  '|---|---|---|' + roles.map(() => '---:').join('|') + '|',
-  ...sides.map(
-    (side) =>
-      `| ${side.label} | ${fmtRange(all(side, (result) => result.runsPerSecond))} | ${fmtRange(
-        all(side, (result) => result.cpuMsPerRun),
-        2,
-      )} | ` +
-      roles.map((role) => fmt(roleMedian(side, role), 2)).join(' | ') +
-      ' |',
-  ),
-  '',
-  `This tree ÷ ${ref}, round by round: runs/s ${throughputRatios.map((value) => fmt(value, 2)).join(', ')} (median ${fmt(median(throughputRatios), 2)}); ` +
-    `CPU-ms per run ${cpuRatios.map((value) => fmt(value, 2)).join(', ')} (median ${fmt(median(cpuRatios), 2)}).`,
-  '',
-  'Reproduce: `npm run bench:compare -- <ref>` (about 2 × 2 minutes a round).',
-];
+const sides = figure === 'h1' ? await measure<PipelineResult>() : await measure<ReadResult[]>();
+const lines = figure === 'h1' ? pipelineReport(sides as Side<PipelineResult>[]) : readsReport(sides as Side<ReadResult[]>[]);
 const markdown = `${lines.join('\n')}\n`;
 mkdirSync(RESULTS_DIR, { recursive: true });
 writeFileSync(`${RESULTS_DIR}/compare-latest.md`, markdown);
 writeFileSync(
   `${RESULTS_DIR}/compare-${date.replaceAll(':', '').replace(/\.\d+Z$/, 'Z')}.json`,
-  `${JSON.stringify({ date, ref, commit, here, tasks, rounds, quick, sides }, null, 1)}\n`,
+  `${JSON.stringify({ date, ref, commit, here, figure, tasks, rounds, quick, sides }, null, 1)}\n`,
 );
 process.stdout.write(markdown);
 log(`wrote ${RESULTS_DIR}/compare-latest.md`);

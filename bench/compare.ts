@@ -88,6 +88,11 @@ function abort(reason: string, code: number): never {
 const LIMIT_MS = rounds * 2 * (quick ? 3 : figure === 'h3' ? 10 : 6) * 60_000;
 setTimeout(() => abort(`comparison exceeded ${LIMIT_MS / 60_000} minutes: stopping`, 1), LIMIT_MS).unref();
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => abort(`${signal}: stopping`, 130));
+// A failure of this process must not leave the running side (a detached process group) behind.
+process.on('uncaughtException', (error) => abort(`comparison failed: ${error.stack ?? String(error)}`, 1));
+
+/** The side's result line: a JSON object or array of objects (its progress lines start with "[bench"). */
+const isResult = (line: string): boolean => line.startsWith('{') || line.startsWith('[{');
 
 /** One side's measurement: a PipelineResult (h1) or its ReadResult list (h3). */
 function runSide<T>(root: string): Promise<T> {
@@ -104,7 +109,7 @@ function runSide<T>(root: string): Promise<T> {
       const lines = (pending + chunk.toString('utf8')).split('\n');
       pending = lines.pop() ?? '';
       for (const line of lines) {
-        if (line.startsWith('{') || line.startsWith('[')) result = JSON.parse(line) as T;
+        if (isResult(line)) result = JSON.parse(line) as T;
         else process.stdout.write(`  ${line}\n`);
       }
     });
@@ -112,7 +117,7 @@ function runSide<T>(root: string): Promise<T> {
     // 'close', not 'exit': the last of its output may still be unread when it exits.
     child.on('close', (code) => {
       running = undefined;
-      if (pending.startsWith('{') || pending.startsWith('[')) result = JSON.parse(pending) as T;
+      if (isResult(pending)) result = JSON.parse(pending) as T;
       if (code !== 0 || !result) reject(new Error(`the ${root} side failed (exit ${code})`));
       else resolve(result);
     });

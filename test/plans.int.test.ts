@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { nativePool, newId, type PreparedStatement } from '@runtasks/shared';
 import type { PoolClient } from 'pg';
 import { CALLBACK } from '../services/api/src/routes/callback.routes.ts';
+import { taskPageText } from '../services/api/src/routes/run-tasks.routes.ts';
 import { ACKNOWLEDGE, CLAIM } from '../services/worker/src/engine/dispatch.ts';
 import { createRun, seedOrganization } from './support/fixtures.ts';
 import { startHarness, type Harness } from './support/harness.ts';
@@ -59,5 +60,61 @@ describe('plans of the statements on one task result', () => {
     const plan = rows.map((row) => row['QUERY PLAN']).join('\n');
     expect(plan).toMatch(/(Index Scan using|Bitmap Index Scan on) task_results_pkey/);
     expect(plan).not.toContain('task_results_open_deadline_idx');
+  });
+});
+
+/**
+ * Prepared statements PostgreSQL would plan afresh at every execution: after five custom plans it keeps
+ * planning for the values unless the generic plan looks no dearer (pg_prepared_statements counts both).
+ */
+describe('statements that settle on a generic plan', () => {
+  let h: Harness;
+  let client: PoolClient;
+  let organization: { id: string; name: string };
+  beforeAll(async () => {
+    h = await startHarness();
+    const f = await seedOrganization(h, 'plans-tasks');
+    client = await (await nativePool(h.orm.em.fork())).connect();
+    const { rows } = await client.query<{ id: string; name: string }>(`select id, name from organizations where name = $1`, [
+      f.organization,
+    ]);
+    organization = rows[0] as { id: string; name: string };
+    await client.query(
+      `insert into run_tasks (id, organization_id, name, url, category, enabled, global_enabled, global_stages, global_enforcement_level, created_at, updated_at)
+       select 'plan-task-' || n, $1, 'plan-task-' || n, 'https://tasks.example.com/', 'task', true, false, '{}', 'advisory', now(), now()
+         from generate_series(1, 1000) n`,
+      [organization.id],
+    );
+    // A few of them attached to the workspace, as in any organization that uses its tasks.
+    await client.query(
+      `insert into workspace_tasks (id, workspace_id, task_id, enforcement_level, stages, created_at, updated_at)
+       select 'plan-wt-' || n, $1, 'plan-task-' || n, 'mandatory', '{post_plan}', now(), now() from generate_series(1, 3) n`,
+      [f.workspaceId],
+    );
+    await client.query('analyze run_tasks');
+    await client.query('analyze workspace_tasks');
+  });
+  afterAll(async () => {
+    client?.release();
+    await h?.close();
+  });
+
+  it.each([20, 100])("an organization's task list, %i a page, is planned once per connection", async (size) => {
+    const name = `task_page_${size}`;
+    // As the API runs it: a named statement of the extended protocol, parsed once on this connection.
+    for (let page = 1; page <= 10; page += 1) {
+      const { rows } = await client.query({
+        name,
+        text: taskPageText(size),
+        values: [organization.name, organization.id, (page - 1) * size],
+      });
+      expect(rows.length).toBe(page * size <= 1000 ? size : Math.max(1, 1000 - (page - 1) * size));
+    }
+    const { rows } = await client.query<{ generic_plans: string; custom_plans: string }>(
+      `select generic_plans, custom_plans from pg_prepared_statements where name = $1`,
+      [name],
+    );
+    // Five custom plans to learn what the values cost, then the generic plan for good.
+    expect(rows[0]).toEqual({ generic_plans: '5', custom_plans: '5' });
   });
 });

@@ -36,6 +36,25 @@ async function dumpCounts(stack: Stack): Promise<void> {
   await sleep(500);
 }
 
+/** Named prepared statements by how PostgreSQL planned their executions (see count-queries.ts). */
+function planTable(name: string): string[] {
+  const file = `${PROF_DIR}/${name}.queries.json.plans.json`;
+  if (!existsSync(file)) return [];
+  const plans = Object.entries(JSON.parse(readFileSync(file, 'utf8')) as Record<string, { generic: number; custom: number }>).sort(
+    (a, b) => b[1].custom - a[1].custom,
+  );
+  return [
+    `## Plans of prepared statements: ${name} (whole process life, summed over connections)`,
+    '',
+    'PostgreSQL plans a prepared statement for its values five times per connection, then keeps the generic plan unless it looks dearer; a statement still planned for its values after that is planned at every execution.',
+    '',
+    '| statement | generic plans | custom plans |',
+    '|---|---:|---:|',
+    ...plans.map(([statement, counts]) => `| \`${statement}\` | ${counts.generic} | ${counts.custom} |`),
+    '',
+  ];
+}
+
 function readCounts(name: string): Record<string, number> {
   const file = `${PROF_DIR}/${name}.queries.json`;
   return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, number>) : {};
@@ -88,7 +107,7 @@ try {
     lines.push('| per request | statement |', '|---:|---|');
     for (const [statement, count] of Object.entries(counts).slice(0, 20))
       lines.push(`| ${round(count / result.count, 2)} | \`${statement.replaceAll('|', '\\|')}\` |`);
-    lines.push('');
+    lines.push('', ...planTable('api'));
   } else {
     // The profiles cover each process's whole life, so an open-loop profile warms up at its own rate.
     log(
@@ -132,6 +151,7 @@ try {
       }
       lines.push('');
     }
+    for (const name of ['api', 'worker-1']) lines.push(...planTable(name));
   }
 } finally {
   await stack.stop();

@@ -1,7 +1,9 @@
 /**
  * Profiling aid, loaded with `--import` into the API and worker processes by `--profile` runs only:
  * counts every SQL statement sent through `pg` (which MikroORM, the outbox relay and the raw queries
- * all use), by statement shape, and writes the counts to BENCH_QUERY_COUNT_FILE on exit.
+ * all use), by statement shape, and writes the counts to BENCH_QUERY_COUNT_FILE on exit. On SIGUSR2 it
+ * also writes, to `<file>.plans.json`, how often PostgreSQL planned each named prepared statement for
+ * its values (custom) or reused its generic plan, summed over the connections that ran it.
  */
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
@@ -21,8 +23,11 @@ function shape(text: string): string {
 }
 
 const original = pg.Client.prototype.query as (...args: unknown[]) => unknown;
-pg.Client.prototype.query = function query(this: unknown, ...args: unknown[]) {
+/** Connections that ran a named statement; their pg_prepared_statements are read on SIGUSR2. */
+const preparing = new Set<pg.Client>();
+pg.Client.prototype.query = function query(this: pg.Client, ...args: unknown[]) {
   const first = args[0];
+  if (typeof first === 'object' && first !== null && 'name' in first) preparing.add(this);
   const text = typeof first === 'string' ? first : ((first as { text?: string } | undefined)?.text ?? '');
   const key = shape(text);
   counts.set(key, (counts.get(key) ?? 0) + 1);
@@ -36,8 +41,29 @@ function dump(): void {
 }
 
 process.on('exit', dump);
+async function dumpPlans(): Promise<void> {
+  if (!file) return;
+  const plans: Record<string, { generic: number; custom: number }> = {};
+  for (const client of preparing) {
+    try {
+      const result = (await original.call(client, 'select name, generic_plans, custom_plans from pg_prepared_statements')) as {
+        rows: { name: string; generic_plans: string; custom_plans: string }[];
+      };
+      for (const row of result.rows) {
+        const entry = (plans[row.name] ??= { generic: 0, custom: 0 });
+        entry.generic += Number(row.generic_plans);
+        entry.custom += Number(row.custom_plans);
+      }
+    } catch {
+      preparing.delete(client);
+    }
+  }
+  writeFileSync(`${file}.plans.json`, JSON.stringify(plans, null, 1));
+}
+
 // Written on demand too (SIGUSR2), so a harness can read counts between phases.
 process.on('SIGUSR2', () => {
   dump();
   counts.clear();
+  void dumpPlans();
 });

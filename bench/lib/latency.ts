@@ -22,7 +22,24 @@ export interface LatencySample {
   cpuMsPerRun: number;
   foreignPercent: number;
   maxSendLagMs: number;
+  /** Where the time to the first task request goes, p50 and p99 of each segment (SEGMENTS). */
+  segments: Record<SegmentName, { p50Ms: number; p99Ms: number }>;
 }
+
+/**
+ * The way from the scheduled send to the first task request, cut where the database records a time
+ * (this machine's clock for all: the load generator, PostgreSQL's now() at each transaction's start,
+ * the task server): the API receiving the request and beginning its transaction; its commit and
+ * the outbox relay's claim; BullMQ and the worker taking the job up to the advance's transaction;
+ * that transaction, its commit, and the first POST reaching the task server.
+ */
+export const SEGMENTS = {
+  api: 'send → run created (HTTP, API until its transaction begins)',
+  relay: 'run created → outbox claimed (commit, NOTIFY, relay)',
+  queue: 'outbox claimed → stage started (BullMQ, worker, advance begins)',
+  dispatch: 'stage started → first task request (advance, commit, POST)',
+} as const;
+export type SegmentName = keyof typeof SEGMENTS;
 
 export interface LatencyResult {
   rate: number;
@@ -67,6 +84,16 @@ export async function openSample(stack: Stack, org: PipelineOrg, rate: number, s
     `select id, extract(epoch from (status_timestamps ->> 'applied-at')::timestamptz) * 1000 as applied from runs`,
   );
   const applied = new Map(rows.map((row) => [row.id, row.applied === null ? undefined : Number(row.applied)]));
+  const times = await stack.db.query<{ id: string; created: number; claimed: number | null; started: number | null }>(
+    `select r.id, extract(epoch from r.created_at) * 1000 as created,
+            (select extract(epoch from min(e.published_at)) * 1000 from outbox_events e
+              where e.aggregate_id = r.id and e.topic = 'run.created') as claimed,
+            (select extract(epoch from min((ts.status_timestamps ->> 'running-at')::timestamptz)) * 1000
+               from task_stages ts where ts.run_id = r.id) as started
+       from runs r`,
+  );
+  const cuts = new Map(times.rows.map((row) => [row.id, row]));
+  const segments: Record<SegmentName, number[]> = { api: [], relay: [], queue: [], dispatch: [] };
   const firstTask: number[] = [];
   const complete: number[] = [];
   let missing = 0;
@@ -74,6 +101,14 @@ export async function openSample(stack: Stack, org: PipelineOrg, rate: number, s
     const at = first[id];
     if (at === undefined) missing += 1;
     else firstTask.push(at - scheduledAt);
+    const cut = cuts.get(id);
+    if (at !== undefined && cut?.claimed != null && cut.started != null) {
+      const [created, claimed, started] = [Number(cut.created), Number(cut.claimed), Number(cut.started)];
+      segments.api.push(created - scheduledAt);
+      segments.relay.push(claimed - created);
+      segments.queue.push(started - claimed);
+      segments.dispatch.push(at - started);
+    }
     const done = applied.get(id);
     if (done !== undefined) complete.push(done - scheduledAt);
   }
@@ -90,6 +125,12 @@ export async function openSample(stack: Stack, org: PipelineOrg, rate: number, s
     cpuMsPerRun: cpu.totalMs / Math.max(1, open.runs.length),
     foreignPercent: cpu.foreignPercent,
     maxSendLagMs: open.maxLagMs,
+    segments: Object.fromEntries(
+      Object.entries(segments).map(([name, values]) => {
+        const sorted = sortedCopy(values);
+        return [name, { p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99) }];
+      }),
+    ) as LatencySample['segments'],
   };
 }
 

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { Role } from './cpu.ts';
 import { log, sleep, type Options } from './env.ts';
 import { burstSample, describeSample } from './pipeline.ts';
 import { seedPipelineOrg, truncateRuns, type PipelineOrg } from './seed.ts';
@@ -20,6 +21,8 @@ export interface LatencySample {
   completeP50Ms: number;
   completeP99Ms: number;
   cpuMsPerRun: number;
+  /** By process, as H1 reports it: at a steady rate, work the burst shares between runs is each run's own. */
+  cpuMsPerRunByRole: Record<Role, number>;
   foreignPercent: number;
   maxSendLagMs: number;
   /** Where the time to the first task request goes, p50 and p99 of each segment (SEGMENTS). */
@@ -123,6 +126,10 @@ export async function openSample(stack: Stack, org: PipelineOrg, rate: number, s
     completeP50Ms: percentile(b, 50),
     completeP99Ms: percentile(b, 99),
     cpuMsPerRun: cpu.totalMs / Math.max(1, open.runs.length),
+    cpuMsPerRunByRole: Object.fromEntries(Object.entries(cpu.ms).map(([role, ms]) => [role, ms / Math.max(1, open.runs.length)])) as Record<
+      Role,
+      number
+    >,
     foreignPercent: cpu.foreignPercent,
     maxSendLagMs: open.maxLagMs,
     segments: Object.fromEntries(
@@ -136,7 +143,10 @@ export async function openSample(stack: Stack, org: PipelineOrg, rate: number, s
 
 export const describeLatency = (sample: LatencySample): string =>
   `${sample.runs} runs, first task request p50 ${round(sample.firstTaskP50Ms, 2)} / p99 ${round(sample.firstTaskP99Ms, 2)} / max ${round(sample.firstTaskMaxMs, 1)} ms, ` +
-  `create→applied p50 ${round(sample.completeP50Ms, 1)} / p99 ${round(sample.completeP99Ms, 1)} ms, ${round(sample.cpuMsPerRun, 1)} CPU-ms/run, ` +
+  `create→applied p50 ${round(sample.completeP50Ms, 1)} / p99 ${round(sample.completeP99Ms, 1)} ms, ${round(sample.cpuMsPerRun, 1)} CPU-ms/run ` +
+  `(${Object.entries(sample.cpuMsPerRunByRole)
+    .map(([role, ms]) => `${role} ${round(ms, 2)}`)
+    .join(', ')}), ` +
   `foreign ${round(sample.foreignPercent, 0)} %, send lag max ${round(sample.maxSendLagMs, 1)} ms${sample.missing ? `, MISSING ${sample.missing}` : ''}`;
 
 export async function runLatency(options: Options): Promise<LatencyResult> {

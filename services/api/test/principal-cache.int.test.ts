@@ -46,6 +46,13 @@ describe('principal cache: two API processes on one database', () => {
         `listen ${PRINCIPALS_CHANNEL}`,
       ])
     ).map((row) => row.pid);
+  /** Revoked with the triggers off: both processes still accept it, from memory (the database would refuse it). */
+  const revokeUnheard = async (token: string): Promise<void> => {
+    await silently(`update api_tokens set revoked_at = now() where token_hash = $1`, [h.secrets.hashToken(token)]);
+    expect([await status(h.http, token), await status(b.http, token)]).toEqual([200, 200]);
+  };
+  const refusedByBoth = (token: string, timeoutMs?: number): Promise<true> =>
+    eventually(async () => ((await status(h.http, token)) === 401 && (await status(b.http, token)) === 401 ? true : undefined), timeoutMs);
   /** A fresh organization token, known to both processes. */
   const tokenKnownToBoth = async (): Promise<string> => {
     const res = await request(h.server)
@@ -77,12 +84,10 @@ describe('principal cache: two API processes on one database', () => {
 
   it('serves a token it knows from memory: a change it is not told of goes unseen until it is told', async () => {
     const token = await tokenKnownToBoth();
-    await silently(`update api_tokens set revoked_at = now() where token_hash = $1`, [h.secrets.hashToken(token)]);
-    // Asked, the database would refuse the token: both answered from memory.
-    expect([await status(h.http, token), await status(b.http, token)]).toEqual([200, 200]);
+    await revokeUnheard(token);
     // Any notification on the channel makes every process forget.
     await sql(`select pg_notify(?, '')`, [PRINCIPALS_CHANNEL]);
-    await eventually(async () => ((await status(h.http, token)) === 401 && (await status(b.http, token)) === 401 ? true : undefined));
+    await refusedByBoth(token);
   });
 
   it('a token revoked through one process is refused by it at once and by the other as soon as it hears', async () => {
@@ -128,9 +133,8 @@ describe('principal cache: two API processes on one database', () => {
 
   it('forgets everything when its LISTEN connection is lost, and listens again', async () => {
     const token = await tokenKnownToBoth();
-    // Unheard (triggers off): only forgetting on the lost connection can make the processes ask again.
-    await silently(`update api_tokens set revoked_at = now() where token_hash = $1`, [h.secrets.hashToken(token)]);
-    expect([await status(h.http, token), await status(b.http, token)]).toEqual([200, 200]);
+    // Unheard: only forgetting on the lost connection can make the processes ask again.
+    await revokeUnheard(token);
     const before = await listenerPids();
     expect(before).toHaveLength(2);
     for (const pid of before) await sql(`select pg_terminate_backend(?)`, [pid]);
@@ -142,10 +146,9 @@ describe('principal cache: two API processes on one database', () => {
     expect([await status(h.http, token), await status(b.http, token)]).toEqual([401, 401]);
     // And they remember again: a fresh token is looked up once, then served from memory.
     const fresh = await tokenKnownToBoth();
-    await silently(`update api_tokens set revoked_at = now() where token_hash = $1`, [h.secrets.hashToken(fresh)]);
-    expect([await status(h.http, fresh), await status(b.http, fresh)]).toEqual([200, 200]);
+    await revokeUnheard(fresh);
     await sql(`select pg_notify(?, '')`, [PRINCIPALS_CHANNEL]);
-    await eventually(async () => ((await status(h.http, fresh)) === 401 && (await status(b.http, fresh)) === 401 ? true : undefined));
+    await refusedByBoth(fresh);
   });
 
   it('never remembers a token the database refused', async () => {

@@ -7,7 +7,7 @@ import type TestAgent from 'supertest/lib/agent.js';
 import { createTeamToken, eventually, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
 import { buildApp } from '../src/app.ts';
-import type { PrincipalCache } from '../src/auth/principal-cache.ts';
+import { PrincipalCache } from '../src/auth/principal-cache.ts';
 import { createApiOps, type ApiOpsHandle } from '../src/ops/create-ops.ts';
 
 /**
@@ -72,7 +72,7 @@ describe('principal cache: two API processes on one database', () => {
       const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
     });
     b = { ops, server, http: request(server) };
-    await eventually(async () => (cacheA().listening && cacheB().listening ? true : undefined));
+    await eventually(async () => (cacheA().trusted && cacheB().trusted ? true : undefined));
     f = await seedOrganization(h, 'principal-cache');
   });
 
@@ -149,6 +149,37 @@ describe('principal cache: two API processes on one database', () => {
     await revokeUnheard(fresh);
     await sql(`select pg_notify(?, '')`, [PRINCIPALS_CHANNEL]);
     await refusedByBoth(fresh);
+  });
+
+  it('trusts its connection only while it hears its heartbeat, and forgets what it knew across a gap', async () => {
+    // As behind a pooler that never delivers, or on a connection dead without a word: no heartbeat comes back.
+    let beating = true;
+    const pool = await nativePool(h.orm.em);
+    const cache = new PrincipalCache({
+      databaseUrl: h.config.databaseUrl,
+      ttlMs: 3_600_000,
+      logger: h.logger,
+      heartbeatMs: 50,
+      notify: async (payload) => {
+        if (beating) await pool.query('select pg_notify($1, $2)', [PRINCIPALS_CHANNEL, payload]);
+      },
+    });
+    const known = { principal: { kind: 'admin' as const, tokenId: 'token-x' }, tokenId: 'token-x', expiresAt: null, lastUsedAt: null };
+    await cache.start();
+    try {
+      await eventually(async () => cache.trusted || undefined);
+      cache.remember('hash-x', known, cache.epoch);
+      expect(cache.recall('hash-x')?.tokenId).toBe('token-x');
+      beating = false;
+      await eventually(async () => !cache.trusted || undefined);
+      expect(cache.recall('hash-x')).toBeUndefined();
+      cache.remember('hash-y', known, cache.epoch);
+      beating = true;
+      await eventually(async () => cache.trusted || undefined);
+      expect([cache.recall('hash-x'), cache.recall('hash-y'), cache.size]).toEqual([undefined, undefined, 0]);
+    } finally {
+      await cache.stop();
+    }
   });
 
   it('never remembers a token the database refused', async () => {

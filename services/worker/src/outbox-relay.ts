@@ -118,8 +118,10 @@ export class OutboxRelay {
     // An unacknowledged publication is rolled back, not awaited: with Redis down it would never end.
     this.stopping.abort();
     if (this.timer) clearInterval(this.timer);
+    // Not listened to any more: a connection lost while the last publication finishes is not made again.
+    const listenerStopped = this.listener.stop();
     await this.running;
-    await this.listener.stop();
+    await listenerStopped;
   }
 
   private async publishBatch(): Promise<number> {

@@ -9,7 +9,8 @@ export interface ChannelListenerOptions {
   name: string;
   /** What the owner falls back on while nobody listens, for the log lines ("polling continues"). */
   fallback: string;
-  onNotification: () => void;
+  /** With the notification's payload ('' when none was given). */
+  onNotification: (payload: string) => void;
   /** Every time LISTEN took effect: anything notified while nobody listened was missed. */
   onListening?: () => void;
   /** Every time the connection went away or could not be made. */
@@ -30,6 +31,8 @@ export class ChannelListener {
   private retryTimer: NodeJS.Timeout | undefined;
   private failures = 0;
   private stopped = false;
+  /** The attempt under way, which `stop` waits for so that no connection outlives it. */
+  private connecting: Promise<void> | undefined;
 
   constructor(options: ChannelListenerOptions) {
     if (!/^[a-z_][a-z0-9_]*$/.test(options.channel)) throw new Error(`not a plain channel name: ${options.channel}`);
@@ -42,15 +45,26 @@ export class ChannelListener {
 
   /** Resolves after the first attempt, whether or not it succeeded (it is retried). */
   async start(): Promise<void> {
-    await this.connect();
+    await this.attempt();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
+    // An attempt under way ends its own connection once it sees `stopped`.
+    await this.connecting;
     const client = this.client;
     this.client = undefined;
     await client?.end().catch(() => undefined);
+  }
+
+  private attempt(): Promise<void> {
+    this.connecting = this.connect()
+      .catch((error: unknown) => this.options.logger.warn({ err: error }, `${this.options.name} could not be set up`))
+      .finally(() => {
+        this.connecting = undefined;
+      });
+    return this.connecting;
   }
 
   private async connect(): Promise<void> {
@@ -71,7 +85,7 @@ export class ChannelListener {
     client.on('error', (error) => onLost(error, 'connection lost'));
     client.on('end', () => onLost(undefined, 'connection lost'));
     client.on('notification', (message) => {
-      if (message.channel === this.options.channel) this.options.onNotification();
+      if (message.channel === this.options.channel) this.options.onNotification(message.payload ?? '');
     });
     try {
       await client.connect();
@@ -96,7 +110,7 @@ export class ChannelListener {
     const delayMs = Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** Math.min(this.failures - 1, 6));
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
-      void this.connect();
+      void this.attempt();
     }, delayMs);
   }
 }

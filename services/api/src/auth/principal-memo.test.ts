@@ -12,10 +12,18 @@ function known(id: string, expiresAt: number | null = null): KnownToken {
   };
 }
 
-/** A memo on a clock the test moves. */
-function memo(ttlMs = 10_000, maxEntries = 100): { memo: PrincipalMemo; at: (ms: number) => void } {
-  let now = T0;
-  return { memo: new PrincipalMemo({ ttlMs, maxEntries, now: () => now }), at: (ms) => void (now = T0 + ms) };
+/** A memo on clocks the test moves: the wall clock and the monotonic one together, unless told otherwise. */
+function memo(ttlMs = 10_000, maxEntries = 100): { memo: PrincipalMemo; at: (ms: number) => void; wallAt: (ms: number) => void } {
+  let wall = T0;
+  let monotonic = 0;
+  return {
+    memo: new PrincipalMemo({ ttlMs, maxEntries, now: () => wall, clock: () => monotonic }),
+    at: (ms) => {
+      wall = T0 + ms;
+      monotonic = ms;
+    },
+    wallAt: (ms) => void (wall = T0 + ms),
+  };
 }
 
 describe('PrincipalMemo', () => {
@@ -50,6 +58,20 @@ describe('PrincipalMemo', () => {
     m.remember('hash-a', known('a', expiresInMs === null ? null : T0 + expiresInMs), m.epoch);
     at(elapsedMs);
     expect(m.recall('hash-a') !== undefined).toBe(recalled);
+  });
+
+  it('measures the TTL on the monotonic clock: a wall clock set back does not lengthen it', () => {
+    const { memo: m, at, wallAt } = memo(10_000);
+    m.remember('hash-a', known('a'), m.epoch);
+    at(10_000);
+    wallAt(-3_600_000);
+    expect(m.recall('hash-a')).toBeUndefined();
+  });
+
+  it('takes an expiry that is not a time for one that has passed', () => {
+    const { memo: m } = memo();
+    m.remember('hash-a', { ...known('a'), expiresAt: new Date(Number.NaN) }, m.epoch);
+    expect(m.recall('hash-a')).toBeUndefined();
   });
 
   it('forgets everything at once', () => {

@@ -13,7 +13,10 @@ export interface KnownToken {
 export interface PrincipalMemoOptions {
   ttlMs: number;
   maxEntries: number;
+  /** The wall clock, for tokens' expiry (default Date.now). */
   now?: () => number;
+  /** A monotonic clock, for the TTL: a wall clock set back must not lengthen it (default performance.now). */
+  clock?: () => number;
 }
 
 /**
@@ -28,7 +31,7 @@ export class PrincipalMemo {
   private readonly options: Required<PrincipalMemoOptions>;
 
   constructor(options: PrincipalMemoOptions) {
-    this.options = { now: Date.now, ...options };
+    this.options = { now: () => Date.now(), clock: () => performance.now(), ...options };
   }
 
   get epoch(): number {
@@ -42,8 +45,9 @@ export class PrincipalMemo {
   recall(tokenHash: string): KnownToken | undefined {
     const entry = this.entries.get(tokenHash);
     if (!entry) return undefined;
-    const now = this.options.now();
-    if (now - entry.storedAt >= this.options.ttlMs || (entry.token.expiresAt !== null && entry.token.expiresAt.getTime() <= now)) {
+    // An expiry that is not a time (a row without the column) counts as passed.
+    const expiresAt = entry.token.expiresAt === null ? Number.POSITIVE_INFINITY : entry.token.expiresAt.getTime();
+    if (this.options.clock() - entry.storedAt >= this.options.ttlMs || !(expiresAt > this.options.now())) {
       this.entries.delete(tokenHash);
       return undefined;
     }
@@ -60,7 +64,7 @@ export class PrincipalMemo {
       if (oldest.done) break;
       this.entries.delete(oldest.value);
     }
-    this.entries.set(tokenHash, { token, storedAt: this.options.now() });
+    this.entries.set(tokenHash, { token, storedAt: this.options.clock() });
     return true;
   }
 

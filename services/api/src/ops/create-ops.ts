@@ -1,5 +1,14 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { Metrics, pendingMigrations, QUEUES, type Config, type Logger, type SecretBox } from '@runtasks/shared';
+import {
+  Metrics,
+  nativePool,
+  pendingMigrations,
+  PRINCIPALS_CHANNEL,
+  QUEUES,
+  type Config,
+  type Logger,
+  type SecretBox,
+} from '@runtasks/shared';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { PrincipalCache } from '../auth/principal-cache.ts';
@@ -37,8 +46,17 @@ export function createApiOps(options: {
   metrics.watchQueue(queue);
 
   const principalCache =
-    config.authCacheTtlMs > 0 ? new PrincipalCache({ databaseUrl: config.databaseUrl, ttlMs: config.authCacheTtlMs, logger }) : undefined;
-  // Not awaited: until it listens, every request looks its token up (it retries on its own).
+    config.authCacheTtlMs > 0
+      ? new PrincipalCache({
+          databaseUrl: config.databaseUrl,
+          ttlMs: config.authCacheTtlMs,
+          logger,
+          notify: async (payload) => {
+            await (await nativePool(orm.em)).query('select pg_notify($1, $2)', [PRINCIPALS_CHANNEL, payload]);
+          },
+        })
+      : undefined;
+  // Not awaited: until it listens and hears its heartbeat, every request looks its token up.
   void principalCache?.start();
 
   let draining = false;

@@ -25,8 +25,8 @@ export interface ApiOpsHandle {
 /**
  * What the API process needs for operations: one Redis connection (rate limits, readiness, the
  * dashboard's view of the queues), metrics, readiness checks, and the principal cache with its
- * PostgreSQL LISTEN connection. Redis being down never blocks a
- * request path: commands fail fast (no offline queue) and readiness reports it.
+ * PostgreSQL LISTEN connection. Redis being down never blocks a request path: commands fail fast (no
+ * offline queue) and readiness reports it.
  */
 export function createApiOps(options: {
   config: Config;

@@ -148,7 +148,8 @@ async function create(ctx: ApiContext): Promise<void> {
  * task for a page past the end. The page size is written into the text (one prepared statement per
  * size, 1 to 100): with `limit $n` PostgreSQL's generic plan assumes a tenth of the organization's tasks
  * per page, looks dearer than planning for the values, and it plans every execution (0.2 ms of the
- * ~0.45 ms of server CPU a page cost, measured); with the size known, the generic plan is chosen.
+ * ~0.45 ms of server CPU a page cost, measured); with the size known, the generic plan wins unless the
+ * statistics make each task's attachments look many (the offset stays a parameter; README, Design notes).
  */
 const TASK_PAGES = new StatementShapes('run-task-page', MAX_PAGE_SIZE);
 

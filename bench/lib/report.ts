@@ -325,21 +325,18 @@ export function markdown(results: Results): string {
       `| cold: fresh processes, no warm-up (1 sample, ${h2.cold.runs} runs) | ${fmt(h2.cold.firstTaskP50Ms, 2)} | ${fmt(h2.cold.firstTaskP99Ms, 2)} | ${fmt(h2.cold.completeP50Ms, 1)} | ${fmt(h2.cold.completeP99Ms, 1)} |`,
     );
     out.push('');
-    const segmentsOf = h2.samples.filter((sample) => sample.segments !== undefined);
-    if (segmentsOf.length > 0) {
-      const segment = (name: SegmentName, pick: 'p50Ms' | 'p99Ms'): string =>
-        r(range(segmentsOf.map((sample) => sample.segments[name][pick])), 2);
-      out.push(
-        "Where the time to the first task request goes (each segment on its own, so the p99s do not add up; from the database's timestamps):",
-        '',
-        '| segment | p50 ms | p99 ms |',
-        '|---|---|---|',
-        ...(Object.entries(SEGMENTS) as [SegmentName, string][]).map(
-          ([name, label]) => `| ${label} | ${segment(name, 'p50Ms')} | ${segment(name, 'p99Ms')} |`,
-        ),
-        '',
-      );
-    }
+    const segment = (name: SegmentName, pick: 'p50Ms' | 'p99Ms'): string =>
+      r(range(h2.samples.map((sample) => sample.segments[name][pick])), 2);
+    out.push(
+      "Where the time to the first task request goes (each segment on its own, so the p99s do not add up; from the database's timestamps):",
+      '',
+      '| segment | p50 ms | p99 ms |',
+      '|---|---|---|',
+      ...(Object.entries(SEGMENTS) as [SegmentName, string][]).map(
+        ([name, label]) => `| ${label} | ${segment(name, 'p50Ms')} | ${segment(name, 'p99Ms')} |`,
+      ),
+      '',
+    );
     if (floor) {
       out.push(
         `Component floor (3 one-row transactions + 1 job + 1 request pair at p50; 2 transactions + job + pair at p99): p50 ${fmt(floor.p50, 2)} ms, p99 ${fmt(floor.p99, 2)} ms. ` +

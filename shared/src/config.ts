@@ -35,7 +35,7 @@ export const ConfigSchema = z
     CONFIGURATION_UPLOAD_URL_TTL_SECONDS: positiveInt.default(3600),
     RATE_LIMIT_PER_SECOND: z.coerce.number().int().min(0).default(30),
     // How long an API process may remember a token's principal (0: never). Changes are heard at once
-    // (LISTEN/NOTIFY); this bounds an entry's life should a notification be lost.
+    // (LISTEN/NOTIFY, checked by a heartbeat); this bounds an entry's life besides.
     AUTH_CACHE_TTL_SECONDS: z.coerce.number().min(0).max(3600).default(10),
     DASHBOARD_READ_ONLY: z.stringbool().default(true),
     WORKER_HEALTH_PORT: z.coerce.number().int().min(0).max(65535).default(9100),

@@ -1,5 +1,4 @@
 import { ChannelListener, PRINCIPALS_CHANNEL, type Logger } from '@runtasks/shared';
-import { randomUUID } from 'node:crypto';
 import { PrincipalMemo, type KnownToken } from './principal-memo.ts';
 
 export interface PrincipalCacheOptions {
@@ -16,7 +15,8 @@ const DEFAULT_MAX_ENTRIES = 10_000;
 const DEFAULT_HEARTBEAT_MS = 1_000;
 /** Heartbeats missed in a row before the cache stops trusting its connection. */
 const MISSED_HEARTBEATS = 3;
-const HEARTBEAT = 'heartbeat:';
+/** The heartbeat's payload; any process's heartbeat proves the connection delivers. */
+const HEARTBEAT = 'heartbeat';
 
 /**
  * Saves the token lookup on most requests, without letting a revocation lag. Triggers on api_tokens
@@ -35,7 +35,6 @@ export class PrincipalCache {
   private readonly memo: PrincipalMemo;
   private readonly listener: ChannelListener;
   private readonly options: PrincipalCacheOptions;
-  private readonly heartbeat = `${HEARTBEAT}${randomUUID()}`;
   private readonly livenessMs: number;
   /** performance.now() when a heartbeat was last heard on the current connection. */
   private lastHeard: number | undefined;
@@ -51,7 +50,7 @@ export class PrincipalCache {
       logger: options.logger,
       name: 'principal cache listener',
       fallback: 'every request looks its token up',
-      onNotification: (payload) => (payload.startsWith(HEARTBEAT) ? this.heard() : this.memo.forgetAll()),
+      onNotification: (payload) => (payload === HEARTBEAT ? this.heard() : this.memo.forgetAll()),
       // A new connection is trusted once a heartbeat comes through it: ask for one at once.
       onListening: () => this.untrust(true),
       onLost: () => this.untrust(false),
@@ -114,6 +113,6 @@ export class PrincipalCache {
   private beat(): void {
     if (!this.listener.listening) return;
     // A failed heartbeat (the database away) is a heartbeat not heard: the cache stops trusting itself.
-    this.options.notify(this.heartbeat).catch(() => undefined);
+    this.options.notify(HEARTBEAT).catch(() => undefined);
   }
 }

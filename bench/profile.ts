@@ -13,6 +13,14 @@ import { describeLatency, openSample } from './lib/latency.ts';
 import { burstSample, describeSample } from './lib/pipeline.ts';
 import { bulkTasks, seedPipelineOrg } from './lib/seed.ts';
 import { freshDatabase, Stack } from './lib/stack.ts';
+import {
+  backendCpuTable,
+  backendTicks,
+  readStatementStats,
+  resetStatementStats,
+  statementStatsAvailable,
+  statementTable,
+} from './lib/pg-statements.ts';
 import { round } from './lib/stats.ts';
 
 const options = parseOptions();
@@ -72,6 +80,27 @@ rmSync(PROF_DIR, { recursive: true, force: true });
 await freshDatabase();
 const stack = await Stack.start({ workers: 1, profile: true });
 const lines: string[] = [];
+const serverStats = await statementStatsAvailable(stack.db);
+let backendsBefore = new Map<number, { client: string; ticks: number }>();
+const beginServerSection = async (): Promise<void> => {
+  if (serverStats) await resetStatementStats(stack.db);
+  backendsBefore = await backendTicks(stack.db);
+};
+const serverSection = async (units: number, unit: string): Promise<string[]> => [
+  '## PostgreSQL: CPU by client',
+  '',
+  ...backendCpuTable(backendsBefore, await backendTicks(stack.db), units, unit),
+  ...(serverStats
+    ? [
+        '## PostgreSQL: time per statement shape (pg_stat_statements)',
+        '',
+        ...statementTable(await readStatementStats(stack.db), units, unit),
+      ]
+    : [
+        '(PostgreSQL was not started with pg_stat_statements in shared_preload_libraries, so there is no server-side table; load it and restart the server to get one.)',
+        '',
+      ]),
+];
 try {
   const org = await seedPipelineOrg(stack, `prof-${Date.now().toString(36)}`, tasks, 1);
   if (reads) {
@@ -88,6 +117,7 @@ try {
           : resultIds.map((id) => `/api/v2/task-results/${id}`);
     await stack.loadgen.call({ cmd: 'get', baseUrl: stack.baseUrl, token: org.token, paths, concurrency, seconds: 4 });
     await dumpCounts(stack);
+    await beginServerSection();
     const result = await stack.loadgen.call<{ count: number; p99: number }>({
       cmd: 'get',
       baseUrl: stack.baseUrl,
@@ -107,7 +137,7 @@ try {
     lines.push('| per request | statement |', '|---:|---|');
     for (const [statement, count] of Object.entries(counts).slice(0, 20))
       lines.push(`| ${round(count / result.count, 2)} | \`${statement.replaceAll('|', '\\|')}\` |`);
-    lines.push('', ...planTable('api'));
+    lines.push('', ...planTable('api'), ...(await serverSection(result.count, 'request')));
   } else {
     // The profiles cover each process's whole life, so an open-loop profile warms up at its own rate.
     log(
@@ -118,6 +148,7 @@ try {
       }`,
     );
     await dumpCounts(stack);
+    await beginServerSection();
     let described: string;
     let completed: number;
     if (rate === undefined) {
@@ -152,6 +183,7 @@ try {
       lines.push('');
     }
     for (const name of ['api', 'worker-1']) lines.push(...planTable(name));
+    lines.push(...(await serverSection(completed, 'run')));
   }
 } finally {
   await stack.stop();

@@ -92,7 +92,8 @@ describe('npm start (API and worker in one process)', () => {
     const port = await freePort();
     const adminToken = `pool_${randomAlphanumeric(24)}`;
     const started = start({
-      DATABASE_URL: databaseUrl(databaseName),
+      // The URL's application_name reaches every connection, the pool's too (MikroORM keeps only part of the URL).
+      DATABASE_URL: `${databaseUrl(databaseName)}?application_name=pool-check`,
       DATABASE_POOL_SIZE: '2',
       RATE_LIMIT_PER_SECOND: '0',
       PORT: String(port),
@@ -123,6 +124,14 @@ describe('npm start (API and worker in one process)', () => {
       await requests;
       most = Math.max(most, await backends());
       expect(answered).toBe(40);
+      const names = await withAdminClient(async (client) => {
+        const { rows } = await client.query<{ application_name: string }>(
+          'select distinct application_name from pg_stat_activity where datname = $1',
+          [databaseName],
+        );
+        return rows.map((row) => row.application_name);
+      });
+      expect(names).toEqual(['pool-check']);
       // The pool's two, and two LISTEN connections: the outbox relay's and the principal cache's.
       expect(most).toBeLessThanOrEqual(4);
     } finally {

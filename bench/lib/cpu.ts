@@ -9,7 +9,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 export type Role = 'api' | 'worker' | 'task-server' | 'loadgen' | 'postgres' | 'postgres-bg' | 'redis';
 export const ROLES: readonly Role[] = ['api', 'worker', 'task-server', 'loadgen', 'postgres', 'postgres-bg', 'redis'];
 
-const TICK_MS = 1000 / 100; // CLK_TCK is 100 on Linux
+export const TICK_MS = 1000 / 100; // CLK_TCK is 100 on Linux
 
 /** utime + stime of a process, in clock ticks; undefined once it is gone. */
 export function processTicks(pid: number): number | undefined {

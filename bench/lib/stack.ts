@@ -34,6 +34,11 @@ async function freePort(): Promise<number> {
   });
 }
 
+/** The process's connections carry its name, so PostgreSQL's CPU can be told apart by client (pg_stat_activity). */
+function connectingAs(env: Record<string, string>, name: string): Record<string, string> {
+  return { ...env, DATABASE_URL: `${DATABASE_URL}?application_name=bench-${name}` };
+}
+
 /** A fresh benchmark database: dropped, re-created and migrated with the project's own CLI. */
 export async function freshDatabase(): Promise<void> {
   const admin = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
@@ -167,7 +172,16 @@ export class Stack {
     const apis = this.options.apis ?? 1;
     const apiEnv = apis > 1 ? { ...env, REUSE_PORT: 'true' } : env;
     const apiNamed = (name: string): Managed =>
-      this.add(spawnNode({ name, role: 'api', script: 'services/api/src/main.ts', args: ['--role', 'api'], env: apiEnv, profile }));
+      this.add(
+        spawnNode({
+          name,
+          role: 'api',
+          script: 'services/api/src/main.ts',
+          args: ['--role', 'api'],
+          env: connectingAs(apiEnv, name),
+          profile,
+        }),
+      );
     this.api = apiNamed('api');
     await whileAlive(this.api, this.waitForApi());
     for (let index = 2; index <= apis; index += 1) {
@@ -176,7 +190,13 @@ export class Stack {
     }
     for (let index = 0; index < (this.options.apiOnly ? 0 : this.options.workers); index += 1) {
       const worker = this.add(
-        spawnNode({ name: `worker-${index + 1}`, role: 'worker', script: 'services/worker/src/main.ts', env, profile }),
+        spawnNode({
+          name: `worker-${index + 1}`,
+          role: 'worker',
+          script: 'services/worker/src/main.ts',
+          env: connectingAs(env, `worker-${index + 1}`),
+          profile,
+        }),
       );
       this.workers.push(worker);
     }

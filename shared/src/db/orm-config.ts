@@ -60,6 +60,8 @@ export function ormConfig(databaseUrl: string, overrides: Partial<Options> = {})
       // inside one means the client is stuck: PostgreSQL ends that session and its locks go.
       idle_in_transaction_session_timeout: 10_000,
       onPoolCreated: releaseClientsWhoseConnectionEnded,
+      // MikroORM keeps only host, port, user, password and database of the URL; the name shows in pg_stat_activity.
+      application_name: new URL(databaseUrl).searchParams.get('application_name') ?? 'runtasks',
     },
     debug: false,
     ...overrides,

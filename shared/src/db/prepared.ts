@@ -73,14 +73,26 @@ export async function runPrepared<T extends QueryResultRow>(
   return result.rows;
 }
 
+export interface TransactionOptions {
+  /**
+   * Every prepared statement of the transaction runs its generic plan. For transactions whose statements
+   * all find their rows by key, where PostgreSQL would otherwise plan a statement with an array
+   * parameter (`unnest($1::text[])`) for its values at every execution: it cannot tell the generic
+   * plan's cost from the array's length, and planning costs more than running. One round trip still:
+   * the setting is sent with `begin` and ends with the transaction.
+   */
+  genericPlans?: boolean;
+}
+
 /**
  * Runs `work` in a transaction on one client of the pool. The client is handed back broken (and so
  * discarded) when the rollback fails too: its connection is in an unknown state.
  */
-export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
+export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
   const client = await pool.connect();
   try {
-    await client.query('begin');
+    // Without values pg sends a simple query, which may hold two statements.
+    await client.query(options.genericPlans ? 'begin; set local plan_cache_mode = force_generic_plan' : 'begin');
     const result = await work(client);
     await client.query('commit');
     client.release();

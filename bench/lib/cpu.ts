@@ -57,7 +57,7 @@ export interface CpuReport {
   ms: Record<Role, number>;
   /** Sum of the roles. */
   totalMs: number;
-  /** The benchmark harness itself (sampling and progress polling): reported, not counted in the total. */
+  /** The benchmark harness itself (sampling and progress polling, with its PostgreSQL backend): reported, not counted in the total. */
   harnessMs: number;
   /** CPU of everything else on the machine in the window, as a percentage of one core (out of 200 on 2 cores). */
   foreignPercent: number;
@@ -71,6 +71,8 @@ export interface MeterTargets {
   processes: () => readonly { pid: number; role: Role }[];
   /** PostgreSQL's postmaster (its children are the backends and background processes). */
   postmasterPid: number;
+  /** The harness's own backend (its progress polls): counted with the harness, not PostgreSQL. */
+  harnessBackendPid?: number;
   /** Backends of this database are the benchmark's. */
   databaseName: string;
   redisPid: number | undefined;
@@ -93,6 +95,7 @@ export class CpuMeter {
   private timer: NodeJS.Timeout | undefined;
   private systemStart = 0;
   private harnessStart = 0;
+  private harnessBackendStart = 0;
   private startedAt = 0;
   private scans = 0;
   private readonly targets: MeterTargets;
@@ -102,7 +105,7 @@ export class CpuMeter {
   }
 
   private classifyPostgres(pid: number): Role | undefined {
-    if (parentOf(pid) !== this.targets.postmasterPid) return undefined;
+    if (pid === this.targets.harnessBackendPid || parentOf(pid) !== this.targets.postmasterPid) return undefined;
     const command = commandLine(pid);
     if (command.includes(` ${this.targets.databaseName} `)) return 'postgres';
     if (PG_BACKGROUND.test(command)) return 'postgres-bg';
@@ -134,12 +137,18 @@ export class CpuMeter {
     this.scans += 1;
   }
 
+  private harnessBackendMs(): number {
+    const pid = this.targets.harnessBackendPid;
+    return pid === undefined ? 0 : (processTicks(pid) ?? 0) * TICK_MS;
+  }
+
   start(): void {
     this.tracked.clear();
     this.scans = 0;
     this.systemStart = systemTicks();
     const usage = process.cpuUsage();
     this.harnessStart = (usage.user + usage.system) / 1000;
+    this.harnessBackendStart = this.harnessBackendMs();
     this.startedAt = performance.now();
     this.sample(true);
     this.timer = setInterval(() => this.sample(false), 200);
@@ -151,7 +160,7 @@ export class CpuMeter {
     this.sample(false);
     const wallMs = performance.now() - this.startedAt;
     const usage = process.cpuUsage();
-    const harnessMs = (usage.user + usage.system) / 1000 - this.harnessStart;
+    const harnessMs = (usage.user + usage.system) / 1000 - this.harnessStart + (this.harnessBackendMs() - this.harnessBackendStart);
     const ms = Object.fromEntries(ROLES.map((role) => [role, 0])) as Record<Role, number>;
     for (const entry of this.tracked.values()) ms[entry.role] += (entry.last - entry.first) * TICK_MS;
     const totalMs = ROLES.reduce((sum, role) => sum + ms[role], 0);

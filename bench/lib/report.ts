@@ -264,7 +264,7 @@ export function markdown(results: Results): string {
     `- Versions: Node ${meta.versions.node}, PostgreSQL ${meta.versions.postgres}, Redis ${meta.versions.redis}, BullMQ ${meta.versions.bullmq}, MikroORM ${meta.versions.mikroOrm}, Koa ${meta.versions.koa}, undici ${meta.versions.undici}`,
     `- Code: commit ${meta.commit}${meta.workingTreeChanges ? ` plus ${meta.workingTreeChanges} uncommitted changes in the working tree` : ''}`,
     `- **Rate limiting: ${meta.rateLimiting}.** NODE_ENV=production, LOG_LEVEL=warn, WORKER_CONCURRENCY=${meta.workerConcurrency} (default), PostgreSQL and Redis as found (shared with other work on this machine)`,
-    '- Method: warm-up first; three samples per figure, median [min–max]; each sample ≤ 60 s; CPU-ms from /proc/<pid>/stat (utime+stime) of every process (PostgreSQL: the backends of the benchmark database plus the shared background processes; Redis: the whole server). "Foreign CPU" is the rest of the machine in the same window, % of one core (200 = both cores); a sample above 10 % is measured once more and the quieter one kept.',
+    '- Method: warm-up first; three samples per figure, median [min–max]; each sample ≤ 60 s; CPU-ms from /proc/<pid>/stat (utime+stime) of every process (PostgreSQL: the backends of the benchmark database, except the harness’s own connection that polls for progress, plus the shared background processes; Redis: the whole server). "Foreign CPU" is the rest of the machine in the same window, % of one core (200 = both cores); a sample above 10 % is measured once more and the quieter one kept.',
     '',
   );
   const verdictList = verdicts(results);

@@ -114,6 +114,8 @@ export class Stack {
   db!: pg.Client;
   redis!: Redis;
   private postmasterPid = 0;
+  /** The backend of `db`, the harness's own connection (progress polls, seeding): not the system's CPU. */
+  private harnessBackendPid = 0;
   private redisPid: number | undefined;
   private readonly options: StackOptions;
 
@@ -137,6 +139,7 @@ export class Stack {
     await this.db.connect();
     const { rows } = await this.db.query<{ pid: number }>('select pg_backend_pid() as pid');
     const backend = rows[0]?.pid ?? 0;
+    this.harnessBackendPid = backend;
     const stat = (await import('node:fs')).readFileSync(`/proc/${backend}/stat`, 'utf8');
     this.postmasterPid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
     this.redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 2 });
@@ -257,6 +260,7 @@ export class Stack {
       processes: () =>
         this.processes.filter((managed) => managed.child.exitCode === null).map((managed) => ({ pid: managed.pid, role: managed.role })),
       postmasterPid: this.postmasterPid,
+      harnessBackendPid: this.harnessBackendPid,
       databaseName: DATABASE_NAME,
       redisPid: this.redisPid,
     });

@@ -1,10 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { nativePool, newId, type PreparedStatement } from '@runtasks/shared';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { nativePool, newId, openOrm, type PreparedStatement } from '@runtasks/shared';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { PoolClient } from 'pg';
 import { CALLBACK } from '../services/api/src/routes/callback.routes.ts';
 import { taskPageText } from '../services/api/src/routes/run-tasks.routes.ts';
-import { ACKNOWLEDGE, CLAIM } from '../services/worker/src/engine/dispatch.ts';
-import { createRun, seedOrganization } from './support/fixtures.ts';
+import { advanceRun } from '../services/worker/src/engine/advance-run.ts';
+import { ACKNOWLEDGE, ATTEMPT_LEASE_MS, CLAIM, issueToken } from '../services/worker/src/engine/dispatch.ts';
+import { immediateExecutor } from '../services/worker/src/engine/executor.ts';
+import { attachTask, createRun, createTask, seedOrganization } from './support/fixtures.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 
 /**
@@ -116,5 +121,59 @@ describe('statements that settle on a generic plan', () => {
     );
     // Five custom plans to learn what the values cost, then the generic plan for good.
     expect(rows[0]).toEqual({ generic_plans: '5', custom_plans: '5' });
+  });
+});
+
+/**
+ * The advance's write gets the results it starts as arrays, whose length a generic plan cannot know:
+ * left to choose, PostgreSQL planned it for its values at every execution (~0.4 ms each). Its
+ * transaction runs generic plans only (one connection here, so its counts are the advances' own).
+ */
+describe("the advance's statements", () => {
+  let h: Harness;
+  let orm: MikroORM;
+  let acknowledging: Server;
+  beforeAll(async () => {
+    h = await startHarness();
+    orm = await openOrm(h.config.databaseUrl, 1);
+    // Creating a task sends it a verification request.
+    acknowledging = createServer((req, res) => req.resume().on('end', () => res.writeHead(200).end()));
+    await new Promise<void>((resolve) => acknowledging.listen(0, '127.0.0.1', resolve));
+  });
+  afterAll(async () => {
+    await orm?.close();
+    await new Promise((resolve) => acknowledging?.close(resolve));
+    await h?.close();
+  });
+
+  it('run their generic plans from the first execution', async () => {
+    const f = await seedOrganization(h, 'plans-advance');
+    const url = `http://127.0.0.1:${(acknowledging.address() as AddressInfo).port}/`;
+    for (const stage of ['pre_plan', 'post_plan'] as const) {
+      for (let index = 0; index < 2; index += 1) await attachTask(h, f, f.workspaceId, await createTask(h, f, url), 'mandatory', [stage]);
+    }
+    const settings = {
+      progressTimeoutSeconds: 600,
+      maxRuntimeSeconds: 3600,
+      attemptLeaseSeconds: ATTEMPT_LEASE_MS / 1000,
+      issueToken: (resultId: string) => issueToken(h.secrets, resultId),
+    };
+    let started = 0;
+    for (let run = 0; run < 8; run += 1) {
+      // Starts the run's first stage and its two results: the write with every part (stage, results, run).
+      const runId = await createRun(h, f.organizationToken, f.workspaceId);
+      started += (await advanceRun(orm.em.fork(), runId, immediateExecutor, settings, { precheck: false })).length;
+    }
+    expect(started).toBe(16);
+    const { rows } = await (
+      await nativePool(orm.em)
+    ).query<{ name: string; generic_plans: string; custom_plans: string }>(
+      `select name, generic_plans, custom_plans from pg_prepared_statements
+        where name like 'advance-write%' or name in ('run-lock', 'run-stages') order by name`,
+    );
+    expect(rows.map((row) => row.name)).toEqual(expect.arrayContaining(['run-lock', 'run-stages']));
+    expect(rows.some((row) => row.name.startsWith('advance-write'))).toBe(true);
+    for (const row of rows) expect({ name: row.name, custom: row.custom_plans }).toEqual({ name: row.name, custom: '0' });
+    expect(rows.reduce((sum, row) => sum + Number(row.generic_plans), 0)).toBeGreaterThanOrEqual(24);
   });
 });

@@ -75,13 +75,15 @@ export async function runPrepared<T extends QueryResultRow>(
 
 export interface TransactionOptions {
   /**
-   * Every prepared statement of the transaction runs its generic plan. For transactions whose statements
-   * all find their rows by key, where PostgreSQL would otherwise plan a statement with an array
-   * parameter (`unnest($1::text[])`) for its values at every execution: it cannot tell the generic
-   * plan's cost from the array's length, and planning costs more than running. One round trip still:
-   * the setting is sent with `begin` and ends with the transaction.
+   * Every prepared statement of the transaction runs a generic plan that reads by index. For
+   * transactions whose statements all find their rows by key, where PostgreSQL would otherwise plan a
+   * statement with an array parameter (`unnest($1::text[])`) for its values at every execution: it
+   * cannot tell the generic plan's cost from the array's length, and planning costs more than running.
+   * Without seq scans: a generic plan made while a table is small (new, or just truncated) would scan
+   * it whole, and be kept while it grows. One round trip still: the settings go with `begin` and end
+   * with the transaction.
    */
-  genericPlans?: boolean;
+  genericIndexPlans?: boolean;
 }
 
 /**
@@ -92,7 +94,9 @@ export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) =>
   const client = await pool.connect();
   try {
     // Without values pg sends a simple query, which may hold two statements.
-    await client.query(options.genericPlans ? 'begin; set local plan_cache_mode = force_generic_plan' : 'begin');
+    await client.query(
+      options.genericIndexPlans ? 'begin; set local plan_cache_mode = force_generic_plan; set local enable_seqscan = off' : 'begin',
+    );
     const result = await work(client);
     await client.query('commit');
     client.release();

@@ -184,12 +184,12 @@ async function nothingToDo(em: EntityManager, runId: string): Promise<boolean> {
 }
 
 /**
- * The advance's transaction runs its statements' generic plans: each finds its rows by key, and the
- * write, which gets its started results as arrays, was otherwise planned at every execution (~0.4 ms,
- * more than it takes to run).
+ * The advance's transaction runs its statements' generic plans, by index: each finds its rows by key,
+ * and the write, which gets its started results as arrays, was otherwise planned at every execution
+ * (~0.4 ms, more than it takes to run).
  */
 const inAdvanceTransaction = <T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> =>
-  inTransaction(pool, work, { genericPlans: true });
+  inTransaction(pool, work, { genericIndexPlans: true });
 
 /**
  * Moves a run as far as it can go now, under a row lock on the run so concurrent workers take turns.

@@ -2,7 +2,9 @@
  * `npm run bench:profile`: where the time of a run goes. Runs the H1 pipeline (2 stages × 3 tasks,
  * one worker) with the API, worker and task server under --cpu-prof and with every SQL statement
  * counted, then writes bench/results/profile-pipeline-latest.md: statements per run by shape and process,
- * and self time by package and function. Not part of `npm run bench` (profiling slows the processes).
+ * and self time by package and function, and PostgreSQL's side: CPU by client and, when the server has
+ * pg_stat_statements loaded, time, planning and WAL by statement shape. Not part of `npm run bench`
+ * (profiling slows the processes).
  * `-- --rate=N`: an open loop at N runs/s instead of the burst (profile-open-latest.md);
  * `-- --reads=tasks|stages|result [--concurrency=N]`: one read endpoint under load.
  */
@@ -16,6 +18,7 @@ import { freshDatabase, Stack } from './lib/stack.ts';
 import {
   backendCpuTable,
   backendTicks,
+  type BackendTicks,
   readStatementStats,
   resetStatementStats,
   statementStatsAvailable,
@@ -81,7 +84,7 @@ await freshDatabase();
 const stack = await Stack.start({ workers: 1, profile: true });
 const lines: string[] = [];
 const serverStats = await statementStatsAvailable(stack.db);
-let backendsBefore = new Map<number, { client: string; ticks: number }>();
+let backendsBefore: BackendTicks = new Map();
 const beginServerSection = async (): Promise<void> => {
   if (serverStats) await resetStatementStats(stack.db);
   backendsBefore = await backendTicks(stack.db);

@@ -1,7 +1,8 @@
 /**
- * The server's side of a profile: what PostgreSQL spent on each statement shape, from
- * pg_stat_statements. Only when the server was started with it in shared_preload_libraries (a
- * restart this harness never does by itself); otherwise the profile says how to turn it on.
+ * The server's side of a profile: PostgreSQL's CPU by client (each process connects with its own
+ * application_name), and what it spent on each statement shape, from pg_stat_statements. The latter
+ * only when the server was started with it in shared_preload_libraries (a restart this harness never
+ * does by itself); otherwise the profile says how to turn it on.
  */
 import type pg from 'pg';
 import { processTicks, TICK_MS } from './cpu.ts';
@@ -79,12 +80,14 @@ export function statementTable(costs: StatementCost[], units: number, unit: stri
   ];
 }
 
-/** CPU ticks of each of this database's backends, with the client's application_name. */
-export async function backendTicks(db: pg.Client): Promise<Map<number, { client: string; ticks: number }>> {
+/** CPU ticks of each of this database's backends by pid, with the client's application_name. */
+export type BackendTicks = Map<number, { client: string; ticks: number }>;
+
+export async function backendTicks(db: pg.Client): Promise<BackendTicks> {
   const { rows } = await db.query<{ pid: number; application_name: string }>(
     `select pid, application_name from pg_stat_activity where datname = current_database() and backend_type = 'client backend'`,
   );
-  const ticks = new Map<number, { client: string; ticks: number }>();
+  const ticks: BackendTicks = new Map();
   for (const row of rows) {
     const value = processTicks(row.pid);
     if (value !== undefined) ticks.set(row.pid, { client: row.application_name || '(unnamed)', ticks: value });
@@ -96,12 +99,7 @@ export async function backendTicks(db: pg.Client): Promise<Map<number, { client:
  * PostgreSQL CPU-ms per unit of work by client, between two snapshots. The benchmark's pools live
  * through the sample; a backend that ended in between is not counted, one that began counts from zero.
  */
-export function backendCpuTable(
-  before: Map<number, { client: string; ticks: number }>,
-  after: Map<number, { client: string; ticks: number }>,
-  units: number,
-  unit: string,
-): string[] {
+export function backendCpuTable(before: BackendTicks, after: BackendTicks, units: number, unit: string): string[] {
   const byClient = new Map<string, { ms: number; backends: number }>();
   for (const [pid, { client, ticks }] of after) {
     const entry = byClient.get(client) ?? { ms: 0, backends: 0 };

@@ -135,7 +135,7 @@ export class Stack {
   }
 
   private async boot(): Promise<void> {
-    this.db = new pg.Client({ connectionString: DATABASE_URL });
+    this.db = new pg.Client({ connectionString: DATABASE_URL, application_name: 'bench-harness' });
     await this.db.connect();
     const { rows } = await this.db.query<{ pid: number }>('select pg_backend_pid() as pid');
     const backend = rows[0]?.pid ?? 0;

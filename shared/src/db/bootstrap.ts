@@ -1,5 +1,6 @@
 import { MikroORM } from '@mikro-orm/postgresql';
 import pg from 'pg';
+import { connectionName } from './connection-name.ts';
 import { ormConfig } from './orm-config.ts';
 
 /** The URL with any password replaced, safe for logs and start-up messages. */
@@ -22,7 +23,11 @@ export async function ensureDatabaseExists(databaseUrl: string): Promise<boolean
   const name = databaseName(databaseUrl);
   const maintenanceUrl = new URL(databaseUrl);
   maintenanceUrl.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: maintenanceUrl.toString(), connectionTimeoutMillis: 5000 });
+  const client = new pg.Client({
+    connectionString: maintenanceUrl.toString(),
+    application_name: connectionName(databaseUrl),
+    connectionTimeoutMillis: 5000,
+  });
   await client.connect();
   try {
     const existing = await client.query('select 1 from pg_database where datname = $1', [name]);

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Logger } from '../logger.ts';
+import { connectionName } from './connection-name.ts';
 
 export interface ChannelListenerOptions {
   databaseUrl: string;
@@ -70,7 +71,12 @@ export class ChannelListener {
   private async connect(): Promise<void> {
     const { logger, name, fallback } = this.options;
     // keepAlive: a peer that vanished without closing the connection is noticed, not listened to for ever.
-    const client = new pg.Client({ connectionString: this.options.databaseUrl, keepAlive: true, keepAliveInitialDelayMillis: 10_000 });
+    const client = new pg.Client({
+      connectionString: this.options.databaseUrl,
+      application_name: connectionName(this.options.databaseUrl),
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
+    });
     let lost = false;
     const onLost = (error: Error | undefined, message: string): void => {
       if (lost) return;

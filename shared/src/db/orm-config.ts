@@ -3,6 +3,7 @@ import { defineConfig, type Options } from '@mikro-orm/postgresql';
 import type { Pool, PoolClient } from 'pg';
 import { ENTITIES } from './entities/index.ts';
 import { MIGRATIONS } from './migrations/index.ts';
+import { connectionName } from './connection-name.ts';
 
 type Release = (error?: Error | boolean) => void;
 
@@ -60,8 +61,7 @@ export function ormConfig(databaseUrl: string, overrides: Partial<Options> = {})
       // inside one means the client is stuck: PostgreSQL ends that session and its locks go.
       idle_in_transaction_session_timeout: 10_000,
       onPoolCreated: releaseClientsWhoseConnectionEnded,
-      // MikroORM keeps only host, port, user, password and database of the URL; the name shows in pg_stat_activity.
-      application_name: new URL(databaseUrl).searchParams.get('application_name') ?? 'runtasks',
+      application_name: connectionName(databaseUrl),
     },
     debug: false,
     ...overrides,

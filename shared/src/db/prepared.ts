@@ -75,13 +75,15 @@ export async function runPrepared<T extends QueryResultRow>(
 
 export interface TransactionOptions {
   /**
-   * Every prepared statement of the transaction runs a generic plan that reads by index. For
-   * transactions whose statements all find their rows by key, where PostgreSQL would otherwise plan a
-   * statement with an array parameter (`unnest($1::text[])`) for its values at every execution: it
-   * cannot tell the generic plan's cost from the array's length, and planning costs more than running.
-   * Without seq scans: a generic plan made while a table is small (new, or just truncated) would scan
-   * it whole, and be kept while it grows. One round trip still: the settings go with `begin` and end
-   * with the transaction.
+   * The transaction plans without its values and without seq scans (`plan_cache_mode =
+   * force_generic_plan`, `enable_seqscan = off`): for transactions whose statements all find their rows
+   * by an index, where PostgreSQL would otherwise plan a statement with an array parameter
+   * (`unnest($1::text[])`) for its values at every execution (it cannot tell the generic plan's cost
+   * from the array's length, and planning costs more than running). Seq scans are off because a generic
+   * plan made while a table is small (new, or just truncated) would scan it whole, and be kept as it grows.
+   * The settings go with `begin` (one round trip) and end with the transaction; the plans made under
+   * them do not: they stay cached on the connection with their statements, so only statements used in
+   * such transactions alone belong in them (their triggers' and foreign keys' plans are by primary key).
    */
   genericIndexPlans?: boolean;
 }
@@ -93,7 +95,7 @@ export interface TransactionOptions {
 export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
   const client = await pool.connect();
   try {
-    // Without values pg sends a simple query, which may hold two statements.
+    // Without values pg sends a simple query, which may hold several statements.
     await client.query(
       options.genericIndexPlans ? 'begin; set local plan_cache_mode = force_generic_plan; set local enable_seqscan = off' : 'begin',
     );

@@ -83,7 +83,7 @@ rmSync(PROF_DIR, { recursive: true, force: true });
 await freshDatabase();
 const stack = await Stack.start({ workers: 1, profile: true });
 const lines: string[] = [];
-const serverStats = await statementStatsAvailable(stack.db);
+let serverStats = false;
 let backendsBefore: BackendTicks = new Map();
 const beginServerSection = async (): Promise<void> => {
   if (serverStats) await resetStatementStats(stack.db);
@@ -100,11 +100,12 @@ const serverSection = async (units: number, unit: string): Promise<string[]> => 
         ...statementTable(await readStatementStats(stack.db), units, unit),
       ]
     : [
-        '(PostgreSQL was not started with pg_stat_statements in shared_preload_libraries, so there is no server-side table; load it and restart the server to get one.)',
+        '(No server-side table: PostgreSQL was not started with pg_stat_statements in shared_preload_libraries, or this user may not use it. Load it and restart the server to get one.)',
         '',
       ]),
 ];
 try {
+  serverStats = await statementStatsAvailable(stack.db);
   const org = await seedPipelineOrg(stack, `prof-${Date.now().toString(36)}`, tasks, 1);
   if (reads) {
     // One read endpoint under load instead of the pipeline: tasks | stages | result.

@@ -96,6 +96,7 @@ export class CpuMeter {
   private systemStart = 0;
   private harnessStart = 0;
   private harnessBackendStart = 0;
+  private harnessBackendLastMs = 0;
   private startedAt = 0;
   private scans = 0;
   private readonly targets: MeterTargets;
@@ -137,9 +138,12 @@ export class CpuMeter {
     this.scans += 1;
   }
 
+  /** The harness's backend CPU so far; once it is gone, what it had when last seen. */
   private harnessBackendMs(): number {
     const pid = this.targets.harnessBackendPid;
-    return pid === undefined ? 0 : (processTicks(pid) ?? 0) * TICK_MS;
+    const ticks = pid === undefined ? undefined : processTicks(pid);
+    if (ticks !== undefined) this.harnessBackendLastMs = ticks * TICK_MS;
+    return this.harnessBackendLastMs;
   }
 
   start(): void {

@@ -17,16 +17,25 @@ export interface StatementCost {
   rows: number;
 }
 
-/** True when the server can report per-statement costs; creates the extension in this database. */
+/**
+ * True when the server can report per-statement costs (creates the extension in this database); false
+ * when it cannot, or this user may not read the setting, create the extension or reset it.
+ */
 export async function statementStatsAvailable(db: pg.Client): Promise<boolean> {
-  const { rows } = await db.query<{ libs: string }>(`select current_setting('shared_preload_libraries') as libs`);
-  if (!(rows[0]?.libs ?? '').split(',').some((lib) => lib.trim() === 'pg_stat_statements')) return false;
-  await db.query('create extension if not exists pg_stat_statements');
-  return true;
+  try {
+    const { rows } = await db.query<{ libs: string }>(`select current_setting('shared_preload_libraries') as libs`);
+    if (!(rows[0]?.libs ?? '').split(',').some((lib) => lib.trim() === 'pg_stat_statements')) return false;
+    await db.query('create extension if not exists pg_stat_statements');
+    await resetStatementStats(db);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
+/** Forgets this database's statements only: the server may be shared with other work. */
 export async function resetStatementStats(db: pg.Client): Promise<void> {
-  await db.query('select pg_stat_statements_reset()');
+  await db.query('select pg_stat_statements_reset(0, (select oid from pg_database where datname = current_database()), 0)');
 }
 
 /** This database's statements, dearest first (execution plus planning time). */
@@ -63,7 +72,7 @@ function shortened(query: string): string {
 export function statementTable(costs: StatementCost[], units: number, unit: string, top = 25): string[] {
   const total = costs.reduce((sum, cost) => sum + cost.execMs + cost.planMs, 0);
   return [
-    `Server time inside statements: ${round(total / units, 3)} ms per ${unit} (execution plus planning; wall time in the backend, so it includes waits such as the commit's WAL flush).`,
+    `Server time inside statements: ${round(total / units, 3)} ms per ${unit} (execution plus planning, in wall time: it includes lock waits and time the backend was off the CPU, not the commit and its WAL flush, which come after; planning shows only with pg_stat_statements.track_planning on).`,
     '',
     `| calls per ${unit} | exec ms per ${unit} | plan ms per ${unit} | µs per call | WAL bytes per call | rows per call | statement |`,
     '|---:|---:|---:|---:|---:|---:|---|',
@@ -97,7 +106,8 @@ export async function backendTicks(db: pg.Client): Promise<BackendTicks> {
 
 /**
  * PostgreSQL CPU-ms per unit of work by client, between two snapshots. The benchmark's pools live
- * through the sample; a backend that ended in between is not counted, one that began counts from zero.
+ * through a burst; a backend that ended in between is not counted, one that began counts from zero
+ * (in an open loop pools may close idle connections, so read this table as a lower bound there).
  */
 export function backendCpuTable(before: BackendTicks, after: BackendTicks, units: number, unit: string): string[] {
   const byClient = new Map<string, { ms: number; backends: number }>();

@@ -61,7 +61,7 @@ function git(args: string[]): string {
 export async function collectMeta(options: Options, figures: string[], startedAt: number): Promise<Meta> {
   const db = new pg.Client({ connectionString: DATABASE_URL });
   await db.connect();
-  const postgres = (await db.query<{ v: string }>('show server_version')).rows[0]?.v ?? 'unknown';
+  const postgres = (await db.query<{ server_version: string }>('show server_version')).rows[0]?.server_version ?? 'unknown';
   await db.end();
   const redis = new Redis(REDIS_URL);
   const redisVersion = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1] ?? 'unknown';

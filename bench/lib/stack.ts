@@ -36,7 +36,9 @@ async function freePort(): Promise<number> {
 
 /** The process's connections carry its name, so PostgreSQL's CPU can be told apart by client (pg_stat_activity). */
 function connectingAs(env: Record<string, string>, name: string): Record<string, string> {
-  return { ...env, DATABASE_URL: `${DATABASE_URL}?application_name=bench-${name}` };
+  const url = new URL(env['DATABASE_URL'] ?? DATABASE_URL);
+  url.searchParams.set('application_name', `bench-${name}`);
+  return { ...env, DATABASE_URL: url.toString() };
 }
 
 /** A fresh benchmark database: dropped, re-created and migrated with the project's own CLI. */

@@ -61,6 +61,10 @@ export function ormConfig(databaseUrl: string, overrides: Partial<Options> = {})
       // inside one means the client is stuck: PostgreSQL ends that session and its locks go.
       idle_in_transaction_session_timeout: 10_000,
       onPoolCreated: releaseClientsWhoseConnectionEnded,
+      // MikroORM passes pg only the host, port, user, password and database of the URL; the whole URL
+      // reaches pg too, so its parameters (sslmode and the other ssl ones, options, application_name)
+      // apply to the pool as they do to every other connection of ours.
+      connectionString: databaseUrl,
       application_name: connectionName(databaseUrl),
     },
     debug: false,

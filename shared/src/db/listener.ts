@@ -84,9 +84,9 @@ export class ChannelListener {
       if (this.client === client) this.client = undefined;
       client.end().catch(() => undefined);
       if (this.stopped) return;
-      logger.warn({ err: error }, `${name} ${message}; ${fallback}`);
+      // The message stays the same from one loss to the next; when it listens again is a field.
+      logger.warn({ err: error, retryInMs: this.scheduleRetry() }, `${name} ${message}; ${fallback}`);
       this.options.onLost?.();
-      this.scheduleRetry();
     };
     client.on('error', (error) => onLost(error, 'connection lost'));
     client.on('end', () => onLost(undefined, 'connection lost'));
@@ -110,13 +110,15 @@ export class ChannelListener {
     this.options.onListening?.();
   }
 
-  private scheduleRetry(): void {
-    if (this.stopped || this.retryTimer) return;
+  /** The delay of the next attempt, or undefined when one is already scheduled (or it stopped). */
+  private scheduleRetry(): number | undefined {
+    if (this.stopped || this.retryTimer) return undefined;
     this.failures += 1;
     const delayMs = Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** Math.min(this.failures - 1, 6));
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
       void this.attempt();
     }, delayMs);
+    return delayMs;
   }
 }

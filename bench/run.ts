@@ -58,22 +58,38 @@ await freshDatabase();
 const results: Results = { meta: undefined as unknown as Results['meta'] };
 results.baseline = await runBaseline(options);
 
+// The lean reference (bench/lean) runs beside each configuration it has an equivalent of, so both
+// see the same minutes of this machine.
+const lean = (tasks: number): PipelineConfig => ({
+  ...config(`lean${tasks}`, `lean reference, 2 × ${tasks}, 1 worker`, tasks, 1),
+  lean: true,
+});
 if (want('h1') || want('h4')) {
   const t3 = await runPipeline(config('t3w1', '2 × 3, 1 worker', 3, 1), options);
+  const lean3 = await runPipeline(lean(3), options);
   const pipeline: PipelineResult[] = [t3];
   if (want('h1')) pipeline.push(await runPipeline(config('t3w2', '2 × 3, 2 workers', 3, 2), options));
   const t1 = await runPipeline(config('t1w1', '2 × 1, 1 worker', 1, 1), options);
+  const lean1 = want('h4') ? await runPipeline(lean(1), options) : undefined;
   const t10 = await runPipeline(config('t10w1', '2 × 10, 1 worker', 10, 1), options);
+  const lean10 = want('h4') ? await runPipeline(lean(10), options) : undefined;
+  results.lean = { pipeline: [lean3, ...(lean1 && lean10 ? [lean1, lean10] : [])] };
   if (want('h1')) results.h1 = [...pipeline, t1, t10];
   if (want('h4')) {
     const many = await runPipeline(config('t3w10k', '2 × 3, 1 worker, 10,000 workspaces', 3, 1, 10_000), options);
     results.h4 = { tasks: [t1, t3, t10], workspaces: { one: t3, many } };
   }
 }
-if (want('h2')) results.h2 = await runLatency(options);
+if (want('h2')) {
+  results.h2 = await runLatency(options);
+  results.lean = { ...results.lean, latency: await runLatency(options, true) };
+}
 if (want('h3') || want('h4')) {
   const reads = await runReads(options, { h3: want('h3'), growth: want('h4') });
-  if (want('h3')) results.h3 = reads.h3;
+  if (want('h3')) {
+    results.h3 = reads.h3;
+    results.lean = { ...results.lean, reads: reads.lean };
+  }
   if (want('h4')) results.h4 = { tasks: results.h4?.tasks ?? [], workspaces: results.h4?.workspaces, list: reads.growth };
 }
 

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { Role } from './cpu.ts';
 import { log, sleep, type Options } from './env.ts';
 import { burstSample, describeSample } from './pipeline.ts';
-import { seedPipelineOrg, truncateRuns, type PipelineOrg } from './seed.ts';
+import { PROJECT_TABLES } from './run-tables.ts';
+import { leanOrg, seedPipelineOrg, truncateRuns, type PipelineOrg } from './seed.ts';
 import { Stack } from './stack.ts';
 import { percentile, range, round, sortedCopy, type Range } from './stats.ts';
 
@@ -25,8 +26,8 @@ export interface LatencySample {
   cpuMsPerRunByRole: Record<Role, number>;
   foreignPercent: number;
   maxSendLagMs: number;
-  /** Where the time to the first task request goes, p50 and p99 of each segment (SEGMENTS). */
-  segments: Record<SegmentName, { p50Ms: number; p99Ms: number }>;
+  /** Where the time to the first task request goes, p50 and p99 of each segment (SEGMENTS); the service only. */
+  segments?: Record<SegmentName, { p50Ms: number; p99Ms: number }>;
 }
 
 /**
@@ -74,27 +75,26 @@ export async function openSample(stack: Stack, org: PipelineOrg, rate: number, s
   if (open.errors > 0) log(`  ${open.errors} creations failed: ${open.errorSamples.join(' | ')}`);
   const deadline = Date.now() + 30_000;
   for (;;) {
-    const { rows } = await stack.db.query<{ open: string }>(
-      `select count(*) as open from runs where status not in ('applied', 'errored', 'canceled')`,
-    );
+    const { rows } = await stack.db.query<{ open: string }>(stack.tables.unfinished);
     if (Number(rows[0]?.open) === 0 || Date.now() > deadline) break;
     await sleep(50);
   }
   const cpu = meter.stop();
   const first = (await stack.taskServer?.call<Record<string, number>>({ cmd: 'firstRequests' })) ?? {};
   await stack.taskServer?.call({ cmd: 'record', on: false });
-  const { rows } = await stack.db.query<{ id: string; applied: number | null }>(
-    `select id, extract(epoch from (status_timestamps ->> 'applied-at')::timestamptz) * 1000 as applied from runs`,
-  );
+  const { rows } = await stack.db.query<{ id: string; applied: number | null }>(stack.tables.applied);
   const applied = new Map(rows.map((row) => [row.id, row.applied === null ? undefined : Number(row.applied)]));
-  const times = await stack.db.query<{ id: string; created: number; claimed: number | null; started: number | null }>(
-    `select r.id, extract(epoch from r.created_at) * 1000 as created,
-            (select extract(epoch from min(e.published_at)) * 1000 from outbox_events e
-              where e.aggregate_id = r.id and e.topic = 'run.created') as claimed,
-            (select extract(epoch from min((ts.status_timestamps ->> 'running-at')::timestamptz)) * 1000
-               from task_stages ts where ts.run_id = r.id) as started
-       from runs r`,
-  );
+  const lean = stack.tables !== PROJECT_TABLES;
+  const times = lean
+    ? { rows: [] }
+    : await stack.db.query<{ id: string; created: number; claimed: number | null; started: number | null }>(
+        `select r.id, extract(epoch from r.created_at) * 1000 as created,
+                (select extract(epoch from min(e.published_at)) * 1000 from outbox_events e
+                  where e.aggregate_id = r.id and e.topic = 'run.created') as claimed,
+                (select extract(epoch from min((ts.status_timestamps ->> 'running-at')::timestamptz)) * 1000
+                   from task_stages ts where ts.run_id = r.id) as started
+           from runs r`,
+      );
   const cuts = new Map(times.rows.map((row) => [row.id, row]));
   const segments: Record<SegmentName, number[]> = { api: [], relay: [], queue: [], dispatch: [] };
   const firstTask: number[] = [];
@@ -132,12 +132,16 @@ export async function openSample(stack: Stack, org: PipelineOrg, rate: number, s
     >,
     foreignPercent: cpu.foreignPercent,
     maxSendLagMs: open.maxLagMs,
-    segments: Object.fromEntries(
-      Object.entries(segments).map(([name, values]) => {
-        const sorted = sortedCopy(values);
-        return [name, { p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99) }];
-      }),
-    ) as LatencySample['segments'],
+    ...(lean
+      ? {}
+      : {
+          segments: Object.fromEntries(
+            Object.entries(segments).map(([name, values]) => {
+              const sorted = sortedCopy(values);
+              return [name, { p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99) }];
+            }),
+          ) as LatencySample['segments'],
+        }),
   };
 }
 
@@ -149,13 +153,14 @@ export const describeLatency = (sample: LatencySample): string =>
     .join(', ')}), ` +
   `foreign ${round(sample.foreignPercent, 0)} %, send lag max ${round(sample.maxSendLagMs, 1)} ms${sample.missing ? `, MISSING ${sample.missing}` : ''}`;
 
-export async function runLatency(options: Options): Promise<LatencyResult> {
+/** H2 of the service, or with `lean` of the lean reference (bench/lean) on the same harness. */
+export async function runLatency(options: Options, lean = false): Promise<LatencyResult> {
   const rate = 20;
   const seconds = options.quick ? 3 : 15;
-  log(`H2 latency: starting API, 1 worker, task server, load generator (fresh processes)`);
-  const stack = await Stack.start({ workers: 1, profile: options.profile });
+  log(`H2 latency${lean ? ', lean reference' : ''}: starting API, 1 worker, task server, load generator (fresh processes)`);
+  const stack = await Stack.start({ workers: 1, profile: options.profile, ...(lean ? { lean: { tasks: 3 } } : {}) });
   try {
-    const org = await seedPipelineOrg(stack, `b-h2-${randomBytes(3).toString('hex')}`, 3, 1);
+    const org = lean ? leanOrg() : await seedPipelineOrg(stack, `b-h2-${randomBytes(3).toString('hex')}`, 3, 1);
     // Cold: the processes have served only the setup requests (organization, workspace, tasks).
     const cold = await openSample(stack, org, rate, options.quick ? 2 : 5);
     log(`  cold (no warm-up): ${describeLatency(cold)}`);

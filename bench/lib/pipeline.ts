@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { CpuReport, Role } from './cpu.ts';
 import { log, sleep, type Options } from './env.ts';
-import { seedPipelineOrg, truncateRuns, type PipelineOrg } from './seed.ts';
+import { leanOrg, seedPipelineOrg, truncateRuns, type PipelineOrg } from './seed.ts';
 import { Stack } from './stack.ts';
 import { medianSample, range, round, type Range } from './stats.ts';
 
@@ -14,6 +14,8 @@ export interface PipelineConfig {
   tasks: number;
   workers: number;
   workspaces: number;
+  /** The lean reference (bench/lean) instead of the service. */
+  lean?: boolean;
 }
 
 export interface PipelineSample {
@@ -52,7 +54,6 @@ export interface PipelineResult {
 
 const CONCURRENCY = 20;
 const SAMPLE_LIMIT_MS = 60_000;
-const FINAL_FAILED = `('errored', 'canceled', 'discarded', 'planned_and_finished', 'post_apply_completed')`;
 
 interface TaskServerStats {
   requests: number;
@@ -64,9 +65,7 @@ interface TaskServerStats {
 }
 
 async function progress(stack: Stack): Promise<{ ok: number; failed: number; total: number }> {
-  const { rows } = await stack.db.query<{ ok: string; failed: string; total: string }>(
-    `select count(*) filter (where status = 'applied') as ok, count(*) filter (where status in ${FINAL_FAILED}) as failed, count(*) as total from runs`,
-  );
+  const { rows } = await stack.db.query<{ ok: string; failed: string; total: string }>(stack.tables.progress);
   const row = rows[0];
   return { ok: Number(row?.ok), failed: Number(row?.failed), total: Number(row?.total) };
 }
@@ -107,9 +106,7 @@ export async function burstSample(
   if (creation.errors > 0) log(`  ${creation.errors} run creations failed: ${creation.errorSamples.join(' | ')}`);
   const commands = (await stack.redisCommands()) - commandsBefore;
   const after = await stack.taskServer?.call<TaskServerStats>({ cmd: 'stats' });
-  const { rows } = await stack.db.query<{ seconds: number | null }>(
-    `select extract(epoch from max((status_timestamps ->> 'applied-at')::timestamptz) - min(created_at))::float8 as seconds from runs where status = 'applied'`,
-  );
+  const { rows } = await stack.db.query<{ seconds: number | null }>(stack.tables.seconds);
   const seconds = Number(rows[0]?.seconds ?? Number.NaN);
   const completed = state.ok;
   const perRun = (ms: number): number => (completed > 0 ? ms / completed : Number.NaN);
@@ -156,11 +153,15 @@ export const FOREIGN_RETRY_PERCENT = 10;
 
 export async function runPipeline(config: PipelineConfig, options: Options): Promise<PipelineResult> {
   log(`${config.label}: starting API, ${config.workers} worker(s), task server, load generator`);
-  const stack = await Stack.start({ workers: config.workers, profile: options.profile });
+  const stack = await Stack.start({
+    workers: config.workers,
+    profile: options.profile,
+    ...(config.lean ? { lean: { tasks: config.tasks } } : {}),
+  });
   try {
     const name = `b-${config.key}-${randomBytes(3).toString('hex')}`.toLowerCase();
-    const org = await seedPipelineOrg(stack, name, config.tasks, config.workspaces);
-    log(`  seeded ${name}: ${config.tasks} tasks × 2 stages, ${org.workspaces.length} workspace(s)`);
+    const org = config.lean ? leanOrg() : await seedPipelineOrg(stack, name, config.tasks, config.workspaces);
+    if (!config.lean) log(`  seeded ${name}: ${config.tasks} tasks × 2 stages, ${org.workspaces.length} workspace(s)`);
     const warmupRuns = options.quick ? 40 : Math.round(1500 / config.tasks);
     const warm = await burstSample(stack, org, warmupRuns);
     log(`  warm-up: ${describeSample(warm.sample)}`);

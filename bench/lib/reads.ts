@@ -122,6 +122,8 @@ const taskPages = (org: Org, size: number): string[] =>
 
 export interface ReadsOutput {
   h3: ReadResult[];
+  /** H3's target reads served by the lean reference (bench/lean/reads.ts) from the same rows. */
+  lean: ReadResult[];
   growth: { small: ReadResult; large: ReadResult; smallInLargeTable: ReadResult; rows: { small: number; large: number } } | undefined;
 }
 
@@ -138,7 +140,7 @@ export async function runReads(options: Options, parts: { h3: boolean; growth: b
     const large = options.quick ? 10_000 : 100_000;
     const org = await seedPipelineOrg(stack, `b-reads-${suffix}`, 3, 1);
     await bulkTasks(stack, org.id, small - org.taskIds.length, 'seeded');
-    output = { h3: [], growth: undefined };
+    output = { h3: [], lean: [], growth: undefined };
     const tasks20 = await measureReads(
       stack,
       org.token,
@@ -209,6 +211,15 @@ export async function runReads(options: Options, parts: { h3: boolean; growth: b
       }
     } finally {
       await shared.stop();
+    }
+    log('reads: starting the lean reference API, load generator');
+    const lean = await Stack.start({ workers: 0, apiOnly: true, lean: { tasks: 3 }, profile: options.profile });
+    try {
+      for (const read of again) {
+        output.lean.push(await measureReads(lean, read.token, read.key, `${read.label} (lean reference)`, read.paths, options));
+      }
+    } finally {
+      await lean.stop();
     }
   }
   return output;

@@ -23,6 +23,8 @@ export interface Results {
   h2?: LatencyResult;
   h3?: ReadResult[];
   h4?: { tasks: PipelineResult[]; workspaces?: { one: PipelineResult; many: PipelineResult }; list?: ReadsOutput['growth'] };
+  /** The lean reference (bench/lean) measured in this run: H1's configurations (T = 3, and 1 and 10 with H4) and H2. */
+  lean?: { pipeline?: PipelineResult[]; latency?: LatencyResult; reads?: ReadResult[] };
 }
 
 export interface Meta {
@@ -94,7 +96,10 @@ export async function collectMeta(options: Options, figures: string[], startedAt
   };
 }
 
-/** Lean reference pipeline of shared/reference/performance.md (A6, H3; other machine, Node 24 where given). */
+/**
+ * Lean reference pipeline of shared/reference/performance.md (A6, H3; other machine, Node 24 where
+ * given), from which the targets were set. bench/lean rebuilds it, so it is also measured in the run.
+ */
 export const LEAN = {
   runsPerSecond: 143,
   cpuMsPerRun: 13.2,
@@ -149,6 +154,20 @@ const atMost = (figure: string, measured: number, target: number, unit: string, 
   gap: measured <= target ? '' : `${fmt((100 * (measured - target)) / target, 0)} % over (×${fmt(measured / target, 1)})`,
 });
 
+const ratioAtLeast = (figure: string, ratio: number, target: number): Verdict => ({
+  ...atLeast(figure, ratio, target, '', 2),
+  measured: fmt(ratio, 2),
+});
+
+const ratioAtMost = (figure: string, ratio: number, target: number): Verdict => ({
+  ...atMost(figure, ratio, target, '', 2),
+  measured: fmt(ratio, 2),
+});
+
+/** The lean reference's H1 result with T tasks per stage, when this run measured it. */
+export const leanPipeline = (results: Results, tasks: number): PipelineResult | undefined =>
+  results.lean?.pipeline?.find((result) => result.config.tasks === tasks);
+
 export function slopeOf(tasks: readonly PipelineResult[]): { a: number; b: number } | undefined {
   if (tasks.length < 2) return undefined;
   return fitLine(tasks.map((result) => ({ x: 2 * result.config.tasks, y: result.cpuMsPerRun.median })));
@@ -177,7 +196,35 @@ export function verdicts(results: Results): Verdict[] {
       ),
     );
   }
+  const lean3 = leanPipeline(results, 3);
+  if (t3.length > 0 && lean3) {
+    const one = t3.find((result) => result.config.workers === 1) ?? t3[0];
+    if (one) {
+      out.push(
+        ratioAtLeast(
+          'H1 runs/s ÷ lean reference in this run, 2×3, 1 worker (140 of its 143 where the targets were set)',
+          one.runsPerSecond.median / lean3.runsPerSecond.median,
+          140 / LEAN.runsPerSecond,
+        ),
+      );
+      out.push(
+        ratioAtMost(
+          'H1 CPU-ms per run ÷ lean reference in this run (14 of its 13.2)',
+          one.cpuMsPerRun.median / lean3.cpuMsPerRun.median,
+          14 / LEAN.cpuMsPerRun,
+        ),
+      );
+    }
+  }
   if (results.h2) out.push(atMost('H2 p99 create → first task request at 20 runs/s', results.h2.firstTaskP99Ms.median, 15, 'ms'));
+  if (results.h2 && results.lean?.latency)
+    out.push(
+      ratioAtMost(
+        'H2 p99 ÷ lean reference’s p99 in this run (15 of its 14.2 ms)',
+        results.h2.firstTaskP99Ms.median / results.lean.latency.firstTaskP99Ms.median,
+        15 / LEAN.firstTaskP99,
+      ),
+    );
   // Each read's best of one API process and two sharing the port, as H1 takes the best worker count.
   const bestRead = (key: string): { read: ReadResult; apis: number } | undefined => {
     const one = results.h3?.find((read) => read.key === key);
@@ -195,9 +242,22 @@ export function verdicts(results: Results): Verdict[] {
       out.push(
         atLeast(`${label} (best: ${best.apis} API process${best.apis > 1 ? 'es' : ''})`, best.read.perSecond.median, target, 'req/s'),
       );
+    const lean = results.lean?.reads?.find((read) => read.key === key);
+    const reference = key.startsWith('tasks') ? LEAN.listPerSecond : LEAN.pkRoutePerSecond;
+    if (best && lean)
+      out.push(
+        ratioAtLeast(
+          `${label} ÷ lean reference in this run (${target.toLocaleString('en-US')} of its ${reference.toLocaleString('en-US')} req/s)`,
+          best.read.perSecond.median / lean.perSecond.median,
+          target / reference,
+        ),
+      );
   }
   const slope = slopeOf(results.h4?.tasks ?? []);
   if (slope) out.push(atMost('H4 CPU-ms per extra task result (slope over T = 1, 3, 10)', slope.b, 1.5, 'ms', 2));
+  const leanSlope = slopeOf(results.lean?.pipeline ?? []);
+  if (slope && leanSlope && (results.lean?.pipeline?.length ?? 0) >= 3)
+    out.push(ratioAtMost('H4 slope ÷ lean reference’s slope in this run (1.5 of its 1.72)', slope.b / leanSlope.b, 1.5 / LEAN.slopeMs));
   if (results.h4?.workspaces) {
     const ratio = results.h4.workspaces.many.runsPerSecond.median / results.h4.workspaces.one.runsPerSecond.median;
     out.push({ ...atLeast('H4 runs/s at 10,000 workspaces ÷ at 1', ratio, 0.9, '', 2), measured: fmt(ratio, 2) });
@@ -220,9 +280,10 @@ export function verdicts(results: Results): Verdict[] {
 
 const r = (range: Range, digits = 1): string => fmtRange(range, digits);
 
-function pipelineTable(results: readonly PipelineResult[], baseline: BaselineResult | undefined): string[] {
+/** One row per configuration; "÷ lean" compares with the lean reference of the same T measured in this run. */
+function pipelineTable(results: readonly PipelineResult[], baseline: BaselineResult | undefined, all: Results): string[] {
   const lines = [
-    '| configuration | runs/s | CPU-ms per run | ÷ component floor (CPU) | runs/s ÷ lean 143 | ' +
+    '| configuration | runs/s | CPU-ms per run | ÷ component floor (CPU) | ÷ lean here: runs/s, CPU | ' +
       ROLES.join(' | ') +
       ' | Redis cmds/run | foreign CPU % |',
     '|---|---|---|---|---|' + ROLES.map(() => '---:').join('|') + '|---:|---:|',
@@ -230,8 +291,12 @@ function pipelineTable(results: readonly PipelineResult[], baseline: BaselineRes
   for (const result of results) {
     const floor = baseline ? floorMsPerRun(baseline, 2, result.config.tasks) : Number.NaN;
     const foreign = result.samples.map((sample) => fmt(sample.foreignPercent, 0)).join(', ');
+    const lean = result.config.lean ? undefined : leanPipeline(all, result.config.tasks);
+    const versusLean = lean
+      ? `${fmt(result.runsPerSecond.median / lean.runsPerSecond.median, 2)}, ${fmt(result.cpuMsPerRun.median / lean.cpuMsPerRun.median, 2)}×`
+      : '–';
     lines.push(
-      `| ${result.config.label} | ${r(result.runsPerSecond)} | ${r(result.cpuMsPerRun)} | ${fmt(result.cpuMsPerRun.median / floor, 1)}× (floor ${fmt(floor, 2)} ms) | ${fmt(result.runsPerSecond.median / LEAN.runsPerSecond, 2)} | ` +
+      `| ${result.config.label} | ${r(result.runsPerSecond)} | ${r(result.cpuMsPerRun)} | ${fmt(result.cpuMsPerRun.median / floor, 1)}× (floor ${fmt(floor, 2)} ms) | ${versusLean} | ` +
         ROLES.map((role) => fmt(result.cpuMsPerRunByRole[role], 2)).join(' | ') +
         ` | ${fmt(result.redisCommandsPerRun, 0)} | ${foreign} |`,
     );
@@ -239,16 +304,19 @@ function pipelineTable(results: readonly PipelineResult[], baseline: BaselineRes
   return lines;
 }
 
-function readTable(results: readonly ReadResult[], baseline: BaselineResult | undefined): string[] {
+/** "÷ lean": the lean reference's own figure on its machine, and its read of the same key measured in this run. */
+function readTable(results: readonly ReadResult[], baseline: BaselineResult | undefined, leanReads: readonly ReadResult[] = []): string[] {
   const lines = [
-    '| request (50 clients, closed loop) | req/s | p50 ms | p99 ms | CPU-ms per request | total-count | ÷ HTTP pair ceiling | ÷ lean reference |',
-    '|---|---|---|---|---|---:|---:|---:|',
+    '| request (50 clients, closed loop) | req/s | p50 ms | p99 ms | CPU-ms per request | total-count | ÷ HTTP pair ceiling | ÷ lean, its machine | ÷ lean here |',
+    '|---|---|---|---|---|---:|---:|---:|---:|',
   ];
   for (const result of results) {
     const lean = result.key.startsWith('tasks') ? LEAN.listPerSecond : LEAN.pkRoutePerSecond;
+    const here = leanReads.includes(result) ? undefined : leanReads.find((read) => result.key.startsWith(read.key));
     lines.push(
       `| ${result.label} | ${r(result.perSecond, 0)} | ${r(result.p50Ms)} | ${r(result.p99Ms)} | ${r(result.cpuMsPerRequest, 3)} | ${result.totalCount ?? '–'} | ` +
-        `${baseline ? fmt(result.perSecond.median / baseline.http.perSecond.median, 3) : 'n/a'} | ${fmt(result.perSecond.median / lean, 2)} (of ${lean.toLocaleString('en-US')}) |`,
+        `${baseline ? fmt(result.perSecond.median / baseline.http.perSecond.median, 3) : 'n/a'} | ${fmt(result.perSecond.median / lean, 2)} (of ${lean.toLocaleString('en-US')}) | ` +
+        `${here ? fmt(result.perSecond.median / here.perSecond.median, 2) : '–'} |`,
     );
   }
   return lines;
@@ -300,12 +368,21 @@ export function markdown(results: Results): string {
       '## H1: pipeline throughput (closed-loop burst from 20 creators; 2 stages × T mandatory tasks; CPU-ms per run by process)',
       '',
     );
-    out.push(...pipelineTable(results.h1, baseline), '');
+    out.push(...pipelineTable([...results.h1, ...(results.lean?.pipeline ?? [])], baseline, results), '');
     if (baseline) {
       const t3 = results.h1.find((result) => result.config.tasks === 3 && result.config.workers === 1);
+      const lean3 = leanPipeline(results, 3);
       if (t3)
         out.push(
-          `Ratios for 2 × 3, 1 worker: runs/s ÷ component-floor runs/s = ${fmt(t3.runsPerSecond.median / (2000 / floorMsPerRun(baseline, 2, 3)), 3)}; runs/s ÷ lean reference (143, other machine) = ${fmt(t3.runsPerSecond.median / LEAN.runsPerSecond, 2)}; CPU-ms ÷ lean (13.2) = ${fmt(t3.cpuMsPerRun.median / LEAN.cpuMsPerRun, 1)}.`,
+          `Ratios for 2 × 3, 1 worker: runs/s ÷ component-floor runs/s = ${fmt(t3.runsPerSecond.median / (2000 / floorMsPerRun(baseline, 2, 3)), 3)}; runs/s ÷ lean reference on its own machine (143) = ${fmt(t3.runsPerSecond.median / LEAN.runsPerSecond, 2)}; CPU-ms ÷ lean there (13.2) = ${fmt(t3.cpuMsPerRun.median / LEAN.cpuMsPerRun, 1)}.` +
+            (lean3
+              ? ` The lean reference itself, here: ${fmt(lean3.runsPerSecond.median, 1)} runs/s at ${fmt(lean3.cpuMsPerRun.median, 1)} CPU-ms (${fmt(lean3.cpuMsPerRun.median / floorMsPerRun(baseline, 2, 3), 1)}× the floor; ${fmt(lean3.runsPerSecond.median / LEAN.runsPerSecond, 2)} of its 143 there).`
+              : ''),
+          '',
+        );
+      if (lean3)
+        out.push(
+          'The lean reference (`bench/lean`) rebuilds the one of shared/reference/performance.md (A6), from which the targets were set: Koa and raw `pg`, BullMQ at concurrency 50, one transaction to start a run, two statements per callback; no auth, no validation, no enforcement, no outbox, no retries or deadlines, no logging. It runs on the same harness, task server and load generator.',
           '',
         );
     }
@@ -324,9 +401,15 @@ export function markdown(results: Results): string {
     out.push(
       `| cold: fresh processes, no warm-up (1 sample, ${h2.cold.runs} runs) | ${fmt(h2.cold.firstTaskP50Ms, 2)} | ${fmt(h2.cold.firstTaskP99Ms, 2)} | ${fmt(h2.cold.completeP50Ms, 1)} | ${fmt(h2.cold.completeP99Ms, 1)} |`,
     );
+    const lean = results.lean?.latency;
+    if (lean)
+      out.push(
+        `| lean reference, warm (3 samples, this run) | ${r(lean.firstTaskP50Ms, 2)} | ${r(lean.firstTaskP99Ms, 2)} | ${r(lean.completeP50Ms)} | ${r(lean.completeP99Ms)} |`,
+        `| lean reference, cold | ${fmt(lean.cold.firstTaskP50Ms, 2)} | ${fmt(lean.cold.firstTaskP99Ms, 2)} | ${fmt(lean.cold.completeP50Ms, 1)} | ${fmt(lean.cold.completeP99Ms, 1)} |`,
+      );
     out.push('');
     const segment = (name: SegmentName, pick: 'p50Ms' | 'p99Ms'): string =>
-      r(range(h2.samples.map((sample) => sample.segments[name][pick])), 2);
+      r(range(h2.samples.map((sample) => sample.segments?.[name][pick] ?? Number.NaN)), 2);
     out.push(
       "Where the time to the first task request goes (each segment on its own, so the p99s do not add up; from the database's timestamps):",
       '',
@@ -340,24 +423,32 @@ export function markdown(results: Results): string {
     if (floor) {
       out.push(
         `Component floor (3 one-row transactions + 1 job + 1 request pair at p50; 2 transactions + job + pair at p99): p50 ${fmt(floor.p50, 2)} ms, p99 ${fmt(floor.p99, 2)} ms. ` +
-          `floor ÷ project: p50 ${fmt(floor.p50 / h2.firstTaskP50Ms.median, 2)}, p99 ${fmt(floor.p99 / h2.firstTaskP99Ms.median, 2)}; lean reference ÷ project (5.9 / 14.2 ms, other machine): p50 ${fmt(LEAN.firstTaskP50 / h2.firstTaskP50Ms.median, 2)}, p99 ${fmt(LEAN.firstTaskP99 / h2.firstTaskP99Ms.median, 2)}.`,
+          `floor ÷ project: p50 ${fmt(floor.p50 / h2.firstTaskP50Ms.median, 2)}, p99 ${fmt(floor.p99 / h2.firstTaskP99Ms.median, 2)}; lean reference ÷ project (5.9 / 14.2 ms, other machine): p50 ${fmt(LEAN.firstTaskP50 / h2.firstTaskP50Ms.median, 2)}, p99 ${fmt(LEAN.firstTaskP99 / h2.firstTaskP99Ms.median, 2)}` +
+          (lean
+            ? `; lean reference in this run ÷ project: p50 ${fmt(lean.firstTaskP50Ms.median / h2.firstTaskP50Ms.median, 2)}, p99 ${fmt(lean.firstTaskP99Ms.median / h2.firstTaskP99Ms.median, 2)}.`
+            : '.'),
         '',
       );
     }
   }
   if (results.h3?.length) {
     out.push('## H3: API reads (one organization token; random page 1–5 or random resource)', '');
-    out.push(...readTable(results.h3, baseline), '');
+    const leanReads = results.lean?.reads ?? [];
+    out.push(...readTable([...results.h3, ...leanReads], baseline, leanReads), '');
   }
   if (results.h4) {
     out.push('## H4: how cost grows', '');
     const slope = slopeOf(results.h4.tasks);
+    const leanSlope = (results.lean?.pipeline?.length ?? 0) >= 3 ? slopeOf(results.lean?.pipeline ?? []) : undefined;
     if (slope && baseline) {
       const t3 = results.h4.tasks.find((result) => result.config.tasks === 3);
       const cost = slope.b * 2;
       out.push(
         `- Tasks per run: CPU-ms per run = ${fmt(slope.a, 2)} + ${fmt(slope.b, 2)} × (S·T) over T = ${results.h4.tasks.map((result) => result.config.tasks).join(', ')} (S = 2). ` +
-          `Each extra task result costs ${fmt(slope.b, 2)} CPU-ms: ÷ component floor (${fmt(floorSlopeMs(baseline), 3)} ms) = ${fmt(slope.b / floorSlopeMs(baseline), 1)}×, ÷ lean 1.72 ms = ${fmt(slope.b / LEAN.slopeMs, 2)}. ` +
+          `Each extra task result costs ${fmt(slope.b, 2)} CPU-ms: ÷ component floor (${fmt(floorSlopeMs(baseline), 3)} ms) = ${fmt(slope.b / floorSlopeMs(baseline), 1)}×, ÷ lean 1.72 ms (its machine) = ${fmt(slope.b / LEAN.slopeMs, 2)}. ` +
+          (leanSlope
+            ? `The lean reference here: ${fmt(leanSlope.a, 2)} + ${fmt(leanSlope.b, 2)} × (S·T), so ÷ lean here = ${fmt(slope.b / leanSlope.b, 2)}. `
+            : '') +
           (t3
             ? `One more task per stage (2 results) costs ${fmt(cost, 2)} ms per run, i.e. ${fmt(t3.runsPerSecond.median - 2000 / (t3.cpuMsPerRun.median + cost), 1)} runs/s less at T = 3 on 2 saturated cores.`
             : ''),
@@ -382,7 +473,7 @@ export function markdown(results: Results): string {
         ...results.h4.tasks.filter((result) => !(results.h1 ?? []).includes(result)),
         ...(results.h4.workspaces ? [results.h4.workspaces.many] : []),
       ];
-      if (rows.length) out.push(...pipelineTable(rows, baseline), '');
+      if (rows.length) out.push(...pipelineTable(rows, baseline, results), '');
     }
     if (results.h4.list) out.push(...readTable([results.h4.list.large, results.h4.list.smallInLargeTable], baseline), '');
   }

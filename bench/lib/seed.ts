@@ -130,5 +130,8 @@ export async function bulkTasks(stack: Stack, orgId: string, count: number, name
 
 /** Empties the run tables between samples (the organizations, workspaces and tasks stay). */
 export async function truncateRuns(stack: Stack): Promise<void> {
-  await stack.db.query('truncate runs, task_stages, task_results, task_result_outcomes, delivery_attempts, outbox_events');
+  await stack.db.query(stack.tables.truncate);
 }
+
+/** What the load generator needs to drive the lean reference: it has no organizations, tokens or tasks. */
+export const leanOrg = (): PipelineOrg => ({ name: 'lean', id: 'org-lean', token: 'lean', workspaces: ['ws-lean'], taskIds: [] });

@@ -19,6 +19,8 @@ import {
   sleep,
 } from './env.ts';
 import { listensOn, readyMessage, spawnNode, stopAll, whileAlive, type Managed } from './procs.ts';
+import { LEAN_DDL, LEAN_TABLES } from '../lean/schema.ts';
+import { PROJECT_TABLES, type RunTables } from './run-tables.ts';
 
 export const MEDIA_TYPE = 'application/vnd.api+json';
 
@@ -90,6 +92,8 @@ export interface StackOptions {
   apis?: number;
   /** Start only the task server and the component client (bench/components.ts) instead of the service. */
   componentsOnly?: boolean;
+  /** Start the lean reference (bench/lean) with this many tasks per stage instead of the service. */
+  lean?: { tasks: number };
   extraEnv?: Record<string, string>;
 }
 
@@ -115,6 +119,8 @@ export class Stack {
   readonly workers: Managed[] = [];
   db!: pg.Client;
   redis!: Redis;
+  /** Where the runs of what this stack started are (the project's tables or the lean reference's). */
+  readonly tables: RunTables;
   private postmasterPid = 0;
   /** The backend of `db`, the harness's own connection (progress polls, seeding): not the system's CPU. */
   private harnessBackendPid = 0;
@@ -123,6 +129,7 @@ export class Stack {
 
   private constructor(options: StackOptions) {
     this.options = options;
+    this.tables = options.lean ? LEAN_TABLES : PROJECT_TABLES;
   }
 
   static async start(options: StackOptions): Promise<Stack> {
@@ -167,6 +174,10 @@ export class Stack {
       const { port } = await readyMessage<{ ready: true; port: number }>(this.taskServer);
       this.taskServerUrl = `http://127.0.0.1:${port}/`;
     }
+    if (this.options.lean) {
+      await this.bootLean(env, this.options.lean.tasks, profile);
+      return;
+    }
     if (this.options.componentsOnly) {
       this.loadgen = this.add(
         spawnNode({ name: 'components', role: 'loadgen', script: 'bench/components.ts', env: { PATH: env['PATH'] ?? '' }, ipc: true }),
@@ -206,6 +217,51 @@ export class Stack {
       this.workers.push(worker);
     }
     if (this.workers.length > 0) await whileAlive(this.workers[0] as Managed, this.waitForWorkers(this.workers.length));
+    this.loadgen = this.add(
+      spawnNode({ name: 'loadgen', role: 'loadgen', script: 'bench/loadgen.ts', env: { PATH: env['PATH'] ?? '' }, ipc: true }),
+    );
+    await readyMessage(this.loadgen);
+  }
+
+  /** The lean reference's API and worker(s), on the same database (schema `lean`), Redis and task server. */
+  private async bootLean(env: Record<string, string>, tasks: number, profile: boolean): Promise<void> {
+    await this.db.query(LEAN_DDL);
+    const common = { PATH: env['PATH'] ?? '', REDIS_URL, QUEUE_PREFIX: this.queuePrefix };
+    this.api = this.add(
+      spawnNode({
+        name: 'api',
+        role: 'api',
+        script: 'bench/lean/api.ts',
+        env: connectingAs({ ...common, DATABASE_URL, PORT: String(this.apiPort) }, 'api'),
+        profile,
+      }),
+    );
+    await whileAlive(this.api, this.waitForApi());
+    for (let index = 0; index < this.options.workers; index += 1) {
+      const name = `worker-${index + 1}`;
+      const worker = this.add(
+        spawnNode({
+          name,
+          role: 'worker',
+          script: 'bench/lean/worker.ts',
+          env: connectingAs(
+            {
+              ...common,
+              DATABASE_URL,
+              LEAN_TASKS: String(tasks),
+              LEAN_TASK_URL: this.taskServerUrl,
+              LEAN_HMAC_KEY: HMAC_KEY,
+              LEAN_API_URL: this.baseUrl,
+            },
+            name,
+          ),
+          ipc: true,
+          profile,
+        }),
+      );
+      this.workers.push(worker);
+      await readyMessage(worker);
+    }
     this.loadgen = this.add(
       spawnNode({ name: 'loadgen', role: 'loadgen', script: 'bench/loadgen.ts', env: { PATH: env['PATH'] ?? '' }, ipc: true }),
     );

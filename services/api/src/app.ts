@@ -1,6 +1,5 @@
 import Router from '@koa/router';
 import { invalidParameter, notFound } from '@runtasks/shared';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import Koa from 'koa';
 import { randomUUID } from 'node:crypto';
 import { checkReadiness, Metrics } from '@runtasks/shared';
@@ -29,11 +28,8 @@ async function rejectNul(ctx: ApiContext, next: Koa.Next): Promise<void> {
 
 function buildRouter(routes: readonly RouteDef[], ops: ApiOps): Router<ApiState, ApiContextExtras> {
   const router = new Router<ApiState, ApiContextExtras>({ prefix: API_PREFIX });
-  // The request's unit of work, forked on first use: the hot routes (callbacks, run creation, the
-  // plain reads) run prepared statements on the pool and never need one.
   router.use(async (ctx, next) => {
-    let em: EntityManager | undefined;
-    Object.defineProperty(ctx.state, 'em', { get: () => (em ??= ctx.deps.orm.em.fork()), enumerable: true, configurable: true });
+    ctx.state.em = ctx.deps.orm.em.fork();
     await next();
   });
   // Authentication runs before the input is looked at: a 401 never depends on the body, the query or

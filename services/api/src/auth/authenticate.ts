@@ -1,9 +1,17 @@
-import { CALLBACK_TOKEN_PREFIX, conflict, isPlausibleToken, prepared, runPrepared, unauthorized, type Queryable } from '@runtasks/shared';
+import {
+  CALLBACK_TOKEN_PREFIX,
+  conflict,
+  isPlausibleToken,
+  nativePool,
+  prepared,
+  runPrepared,
+  unauthorized,
+  type Queryable,
+} from '@runtasks/shared';
 import type { Next } from 'koa';
 import type { ApiContext } from '../context.ts';
 import type { Principal } from './principal.ts';
 import type { KnownToken } from './principal-memo.ts';
-import { requestPool } from '../http/pool.ts';
 
 interface TokenRow {
   id: string;
@@ -77,7 +85,7 @@ export async function authenticate(ctx: ApiContext, next: Next): Promise<void> {
   let known = cache?.recall(tokenHash);
   if (!known) {
     const epoch = cache?.epoch ?? 0;
-    known = await lookUpToken(await requestPool(ctx), tokenHash);
+    known = await lookUpToken(await nativePool(ctx.state.em), tokenHash);
     if (!known) throw unauthorized();
     cache?.remember(tokenHash, known, epoch);
   }
@@ -87,7 +95,7 @@ export async function authenticate(ctx: ApiContext, next: Next): Promise<void> {
     // token is written once a resolution, not on every request.
     known.lastUsedAt = new Date();
     const tokenId = known.tokenId;
-    requestPool(ctx)
+    nativePool(ctx.state.em)
       .then((pool) => runPrepared(pool, TOKEN_USED, [tokenId]))
       .catch(() => undefined);
   }
@@ -157,7 +165,7 @@ export async function authenticateCallback(ctx: ApiContext, next: Next): Promise
   const tokenHash = ctx.deps.secrets.hashToken(token);
   ctx.state.callbackAccess = { resultId, tokenHash };
   if (!ctx.deps.secrets.isBoundTo(token, CALLBACK_TOKEN_PREFIX, resultId)) {
-    const refused = await currentCallbackRefusal(await requestPool(ctx), resultId, tokenHash);
+    const refused = await currentCallbackRefusal(await nativePool(ctx.state.em), resultId, tokenHash);
     if (refused) throw refused;
     await next();
     return;
@@ -166,7 +174,7 @@ export async function authenticateCallback(ctx: ApiContext, next: Next): Promise
     await next();
   } catch (error) {
     if (!INPUT_ERRORS.has((error as { status?: unknown }).status as number)) throw error;
-    throw (await currentCallbackRefusal(await requestPool(ctx), resultId, tokenHash)) ?? error;
+    throw (await currentCallbackRefusal(await nativePool(ctx.state.em), resultId, tokenHash)) ?? error;
   }
 }
 

@@ -1,4 +1,14 @@
-import { DB_NOW_ISO, inTransaction, isDeadlock, newId, prepared, runPrepared, unauthorized, type Queryable } from '@runtasks/shared';
+import {
+  DB_NOW_ISO,
+  inTransaction,
+  isDeadlock,
+  nativePool,
+  newId,
+  prepared,
+  runPrepared,
+  unauthorized,
+  type Queryable,
+} from '@runtasks/shared';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { callbackRefusal, currentCallbackRefusal } from '../auth/authenticate.ts';
@@ -9,7 +19,6 @@ import { columnList, TASK_RESULT_COLUMNS, taskResultFromRow, type Absent, type T
 import { serializeTaskResult } from '../serializers/task-stage.serializer.ts';
 import { respond, type RouteDef } from './define.ts';
 import { characters, safeText } from './schemas.ts';
-import { requestPool } from '../http/pool.ts';
 
 const tagValue = z.object({ label: safeText(256), level: z.enum(['none', 'info', 'warning', 'error']).optional() });
 
@@ -167,7 +176,7 @@ async function callback(ctx: ApiContext): Promise<void> {
     await insertOutcomes(client, resultId, outcomes);
     return row;
   };
-  const pool = await requestPool(ctx);
+  const pool = await nativePool(ctx.state.em);
   // Without outcomes the statement is the whole change; with them, they commit with it or not at all.
   const updated = await withDeadlockRetry(() => (outcomes.length === 0 ? apply(pool) : inTransaction(pool, apply)));
   respond(ctx, 200, single(serializeTaskResult(taskResultFromRow(updated))));

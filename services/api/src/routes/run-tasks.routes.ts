@@ -1,6 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import {
   ENFORCEMENT_LEVELS,
+  nativePool,
   newId,
   notFound,
   RUN_STAGES,
@@ -23,7 +24,6 @@ import { assertEditionAllowsAnotherTask, isGlobalEntitled, verifyTaskEndpoint, w
 import { orNotFound, publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
 import { findOrganization } from './organizations.routes.ts';
 import { characters, distinctList, flexibleBoolean, httpUrl, nameSchema, noRelationships, resourceDocument, safeText } from './schemas.ts';
-import { requestPool } from '../http/pool.ts';
 
 const globalConfiguration = z
   .object({
@@ -175,7 +175,7 @@ async function listPlain(ctx: ApiContext, page: Page): Promise<void> {
   const principal = ctx.state.principal;
   // Not the caller's organization, or not their tasks: one and the same 404.
   if (!runTaskScope(principal)) throw notFound();
-  const rows = await TASK_PAGES.run<TaskPageRow>(await requestPool(ctx), taskPageText(page.size), [
+  const rows = await TASK_PAGES.run<TaskPageRow>(await nativePool(ctx.state.em), taskPageText(page.size), [
     ctx.params['organization_name'] ?? '',
     principal.kind === 'admin' ? null : principal.organizationId,
     page.offset,

@@ -2,6 +2,7 @@ import type { FilterQuery } from '@mikro-orm/core';
 import {
   ConfigurationVersion,
   invalidAttribute,
+  nativePool,
   notFound,
   plannableTasksUnion,
   prepared,
@@ -27,7 +28,6 @@ import { applyRunAction, createRun, type RunPlace } from '../services/run.servic
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { findWorkspace } from './workspaces.routes.ts';
 import { flexibleBoolean, NO_NUL, relationshipTo, resourceDocument, safeText, WELL_FORMED } from './schemas.ts';
-import { requestPool } from '../http/pool.ts';
 
 /** How deep a plan document may nest: JSON.stringify (MikroORM, Koa, the worker) recurses, and a few thousand levels overflow the stack. */
 export const MAX_PLAN_DEPTH = 512;
@@ -168,7 +168,7 @@ type PlannableWorkspaceRow = { workspace_id: string; organization_id: string; au
 );
 
 async function plannableWorkspace(ctx: ApiContext, workspaceId: string): Promise<RunPlace & { autoApply: boolean; tasks: TaskRow[] }> {
-  const rows = await runPrepared<PlannableWorkspaceRow>(await requestPool(ctx), PLANNABLE_WORKSPACE, [
+  const rows = await runPrepared<PlannableWorkspaceRow>(await nativePool(ctx.state.em), PLANNABLE_WORKSPACE, [
     workspaceId,
     ...readableWorkspaceParams(ctx.state.principal),
   ]);
@@ -197,7 +197,7 @@ async function create(ctx: ApiContext): Promise<void> {
     configurationVersionId: configurationVersion?.id ?? null,
     createdBy: ctx.state.principal.tokenId,
   };
-  const { run, stageIds } = await createRun(await requestPool(ctx), place, input, place.tasks);
+  const { run, stageIds } = await createRun(await nativePool(ctx.state.em), place, input, place.tasks);
   respond(ctx, 201, single(serializeRun(run, stageIds)));
 }
 

@@ -1,5 +1,5 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { DeliveryAttempt, notFound, prepared, runPrepared, TaskResult, TaskResultOutcome } from '@runtasks/shared';
+import { DeliveryAttempt, nativePool, notFound, prepared, runPrepared, TaskResult, TaskResultOutcome } from '@runtasks/shared';
 import { readableWorkspaceParams, readableWorkspaceSql, workspaceScope, type ScopeFilter } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
 import { single } from '../http/jsonapi.ts';
@@ -8,7 +8,6 @@ import { serializeDeliveryAttempt, serializeOutcome } from '../serializers/run-t
 import { columnList, TASK_RESULT_COLUMNS, taskResultFromRow, type TaskResultRow } from '../serializers/rows.ts';
 import { serializeTaskResult } from '../serializers/task-stage.serializer.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
-import { requestPool } from '../http/pool.ts';
 
 /** Results are readable by whoever may read the run's workspace runs; the scope joins in the same query. */
 function readScope(ctx: ApiContext): ScopeFilter {
@@ -34,7 +33,7 @@ const READABLE_RESULT = prepared(
 );
 
 async function show(ctx: ApiContext): Promise<void> {
-  const [row] = await runPrepared<TaskResultRow>(await requestPool(ctx), READABLE_RESULT, [
+  const [row] = await runPrepared<TaskResultRow>(await nativePool(ctx.state.em), READABLE_RESULT, [
     ctx.params['task_result_id'] ?? '',
     ...readableWorkspaceParams(ctx.state.principal),
   ]);

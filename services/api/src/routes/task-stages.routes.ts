@@ -3,6 +3,7 @@ import {
   conflict,
   DB_NOW_ISO,
   JOBS,
+  nativePool,
   notFound,
   prepared,
   recordOutboxEvent,
@@ -25,7 +26,6 @@ import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { canOverrideTasks, findRun } from './runs.routes.ts';
 import { safeText } from './schemas.ts';
-import { requestPool } from '../http/pool.ts';
 
 const INCLUDES = ['run', 'run.workspace', 'task_results', 'policy_evaluations'] as const;
 type Include = (typeof INCLUDES)[number];
@@ -98,7 +98,7 @@ type RunStageRow = { organization_id: string; result_ids: string[] } & (TaskStag
 
 /** The list as go-tfe asks for it (nothing included): the common case, read in one statement. */
 async function listForRunPlain(ctx: ApiContext, page: Page): Promise<void> {
-  const rows = await runPrepared<RunStageRow>(await requestPool(ctx), READABLE_RUN_STAGES, [
+  const rows = await runPrepared<RunStageRow>(await nativePool(ctx.state.em), READABLE_RUN_STAGES, [
     ctx.params['run_id'] ?? '',
     ...readableWorkspaceParams(ctx.state.principal),
   ]);

@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { runBaseline } from './lib/baseline.ts';
 import { log, parseOptions } from './lib/env.ts';
 import { runLatency } from './lib/latency.ts';
-import { runPipeline, type PipelineConfig, type PipelineResult } from './lib/pipeline.ts';
+import { runPipeline, runWorkspaceGrowth, type PipelineConfig, type PipelineResult } from './lib/pipeline.ts';
 import { killAll } from './lib/procs.ts';
 import { runReads } from './lib/reads.ts';
 import { collectMeta, markdown, writeResults, type Results } from './lib/report.ts';
@@ -76,8 +76,12 @@ if (want('h1') || want('h4')) {
   results.lean = { pipeline: [lean3, ...(lean1 && lean10 ? [lean1, lean10] : [])] };
   if (want('h1')) results.h1 = [...pipeline, t1, t10];
   if (want('h4')) {
-    const many = await runPipeline(config('t3w10k', '2 × 3, 1 worker, 10,000 workspaces', 3, 1, 10_000), options);
-    results.h4 = { tasks: [t1, t3, t10], workspaces: { one: t3, many } };
+    const workspaces = await runWorkspaceGrowth(
+      config('t3w1i', '2 × 3, 1 worker, 1 workspace (interleaved)', 3, 1),
+      config('t3w10k', '2 × 3, 1 worker, 10,000 workspaces (interleaved)', 3, 1, 10_000),
+      options,
+    );
+    results.h4 = { tasks: [t1, t3, t10], workspaces };
   }
 }
 if (want('h2')) {

@@ -31,6 +31,8 @@ export interface PipelineSample {
   machinePercent: number;
   harnessMs: number;
   redisCommandsPerRun: number;
+  /** WAL PostgreSQL wrote per run (the whole server's, pg_stat_wal: other work on it counts too). */
+  walBytesPerRun: number;
   createP50Ms: number;
   createP99Ms: number;
   taskRequests: number;
@@ -50,6 +52,7 @@ export interface PipelineResult {
   /** Per role, from the sample with the median CPU per run. */
   cpuMsPerRunByRole: Record<Role, number>;
   redisCommandsPerRun: number;
+  walBytesPerRun: number;
 }
 
 const CONCURRENCY = 20;
@@ -62,6 +65,11 @@ interface TaskServerStats {
   callbacks: number;
   callbackErrors: number;
   callbackStatuses: Record<string, number>;
+}
+
+async function walBytes(stack: Stack): Promise<number> {
+  const { rows } = await stack.db.query<{ bytes: number }>('select wal_bytes::float8 as bytes from pg_stat_wal');
+  return Number(rows[0]?.bytes ?? Number.NaN);
 }
 
 async function progress(stack: Stack): Promise<{ ok: number; failed: number; total: number }> {
@@ -82,6 +90,7 @@ export async function burstSample(
   const before = await stack.taskServer?.call<TaskServerStats>({ cmd: 'stats' });
   const meter = stack.meter();
   const commandsBefore = await stack.redisCommands();
+  const walBefore = await walBytes(stack);
   meter.start();
   const started = performance.now();
   const creating = stack.loadgen.call<{ created: number; errors: number; errorSamples: string[]; createP50: number; createP99: number }>(
@@ -105,6 +114,7 @@ export async function burstSample(
   const creation = created ?? (await creating);
   if (creation.errors > 0) log(`  ${creation.errors} run creations failed: ${creation.errorSamples.join(' | ')}`);
   const commands = (await stack.redisCommands()) - commandsBefore;
+  const wal = (await walBytes(stack)) - walBefore;
   const after = await stack.taskServer?.call<TaskServerStats>({ cmd: 'stats' });
   const { rows } = await stack.db.query<{ seconds: number | null }>(stack.tables.seconds);
   const seconds = Number(rows[0]?.seconds ?? Number.NaN);
@@ -124,6 +134,7 @@ export async function burstSample(
     machinePercent: cpu.machinePercent,
     harnessMs: cpu.harnessMs,
     redisCommandsPerRun: perRun(commands),
+    walBytesPerRun: perRun(wal),
     createP50Ms: creation.createP50,
     createP99Ms: creation.createP99,
     taskRequests: (after?.requests ?? 0) - (before?.requests ?? 0),
@@ -151,6 +162,86 @@ export function describeSample(sample: PipelineSample): string {
 /** Foreign CPU above this (percent of one core) makes a sample be measured again, once. */
 export const FOREIGN_RETRY_PERCENT = 10;
 
+/** A warm-up burst; sizes the samples after it to about 12 s of runs at the warm-up's rate. */
+async function warmUp(
+  stack: Stack,
+  org: PipelineOrg,
+  config: PipelineConfig,
+  options: Options,
+): Promise<{ result: PipelineResult['warmup']; runs: number }> {
+  const warmupRuns = options.quick ? 40 : Math.round(1500 / config.tasks);
+  const warm = await burstSample(stack, org, warmupRuns);
+  log(
+    `  warm-up${config.workspaces > 1 ? ` (${config.workspaces.toLocaleString('en-US')} workspaces)` : ''}: ${describeSample(warm.sample)}`,
+  );
+  const rate = Number.isFinite(warm.sample.runsPerSecond) && warm.sample.runsPerSecond > 0 ? warm.sample.runsPerSecond : 20;
+  return {
+    result: { runs: warm.sample.runs, runsPerSecond: warm.sample.runsPerSecond, seconds: warm.sample.seconds },
+    runs: options.quick ? 60 : Math.max(150, Math.min(3000, Math.round(rate * 12))),
+  };
+}
+
+/** One sample; measured once more, the quieter kept, when the rest of the machine was busy. */
+async function measuredSample(stack: Stack, org: PipelineOrg, runs: number, options: Options, index: number): Promise<PipelineSample> {
+  let { sample } = await burstSample(stack, org, runs);
+  if (!options.quick && sample.foreignPercent > FOREIGN_RETRY_PERCENT) {
+    log(`  sample ${index + 1}: foreign CPU ${round(sample.foreignPercent, 0)} % > ${FOREIGN_RETRY_PERCENT} %: measuring it again`);
+    const again = (await burstSample(stack, org, runs)).sample;
+    sample = again.foreignPercent < sample.foreignPercent ? { ...again, retried: true } : { ...sample, retried: true };
+  }
+  log(
+    `  sample ${index + 1}${org.workspaces.length > 1 ? ` (${org.workspaces.length.toLocaleString('en-US')} workspaces)` : ''}: ${describeSample(sample)}`,
+  );
+  return sample;
+}
+
+function pipelineResult(config: PipelineConfig, warmup: PipelineResult['warmup'], samples: PipelineSample[]): PipelineResult {
+  const middle = medianSample(samples, (sample) => sample.cpuMsPerRun);
+  return {
+    config,
+    warmup,
+    samples,
+    runsPerSecond: range(samples.map((sample) => sample.runsPerSecond)),
+    cpuMsPerRun: range(samples.map((sample) => sample.cpuMsPerRun)),
+    cpuMsPerRunByRole: middle.cpuMsPerRunByRole,
+    redisCommandsPerRun: middle.redisCommandsPerRun,
+    walBytesPerRun: middle.walBytesPerRun,
+  };
+}
+
+/**
+ * H4's workspaces figure: the runs of one organization with one workspace against those of one with
+ * `many` workspaces (each with its own associations), on one stack and interleaved (one, many, one,
+ * many, …) so that the machine getting busier or quieter moves both alike. Both organizations are in
+ * the database throughout, so what is measured is runs spread over many workspaces, not a larger table.
+ */
+export async function runWorkspaceGrowth(
+  one: PipelineConfig,
+  many: PipelineConfig,
+  options: Options,
+): Promise<{ one: PipelineResult; many: PipelineResult }> {
+  log(`${many.label}, interleaved with ${one.label}: starting API, 1 worker, task server, load generator`);
+  const stack = await Stack.start({ workers: 1, profile: options.profile });
+  try {
+    const suffix = randomBytes(3).toString('hex');
+    const orgOne = await seedPipelineOrg(stack, `b-${one.key}-${suffix}`.toLowerCase(), one.tasks, one.workspaces);
+    const orgMany = await seedPipelineOrg(stack, `b-${many.key}-${suffix}`.toLowerCase(), many.tasks, many.workspaces);
+    log(`  seeded two organizations: ${orgOne.workspaces.length} and ${orgMany.workspaces.length.toLocaleString('en-US')} workspace(s)`);
+    const warmOne = await warmUp(stack, orgOne, one, options);
+    const warmMany = await warmUp(stack, orgMany, many, options);
+    const runs = Math.min(warmOne.runs, warmMany.runs);
+    const samplesOne: PipelineSample[] = [];
+    const samplesMany: PipelineSample[] = [];
+    for (let index = 0; index < 3; index += 1) {
+      samplesOne.push(await measuredSample(stack, orgOne, runs, options, index));
+      samplesMany.push(await measuredSample(stack, orgMany, runs, options, index));
+    }
+    return { one: pipelineResult(one, warmOne.result, samplesOne), many: pipelineResult(many, warmMany.result, samplesMany) };
+  } finally {
+    await stack.stop();
+  }
+}
+
 export async function runPipeline(config: PipelineConfig, options: Options): Promise<PipelineResult> {
   log(`${config.label}: starting API, ${config.workers} worker(s), task server, load generator`);
   const stack = await Stack.start({
@@ -162,32 +253,10 @@ export async function runPipeline(config: PipelineConfig, options: Options): Pro
     const name = `b-${config.key}-${randomBytes(3).toString('hex')}`.toLowerCase();
     const org = config.lean ? leanOrg() : await seedPipelineOrg(stack, name, config.tasks, config.workspaces);
     if (!config.lean) log(`  seeded ${name}: ${config.tasks} tasks × 2 stages, ${org.workspaces.length} workspace(s)`);
-    const warmupRuns = options.quick ? 40 : Math.round(1500 / config.tasks);
-    const warm = await burstSample(stack, org, warmupRuns);
-    log(`  warm-up: ${describeSample(warm.sample)}`);
-    const rate = Number.isFinite(warm.sample.runsPerSecond) && warm.sample.runsPerSecond > 0 ? warm.sample.runsPerSecond : 20;
-    const runs = options.quick ? 60 : Math.max(150, Math.min(3000, Math.round(rate * 12)));
+    const warm = await warmUp(stack, org, config, options);
     const samples: PipelineSample[] = [];
-    for (let index = 0; index < 3; index += 1) {
-      let { sample } = await burstSample(stack, org, runs);
-      if (!options.quick && sample.foreignPercent > FOREIGN_RETRY_PERCENT) {
-        log(`  sample ${index + 1}: foreign CPU ${round(sample.foreignPercent, 0)} % > ${FOREIGN_RETRY_PERCENT} %: measuring it again`);
-        const again = (await burstSample(stack, org, runs)).sample;
-        sample = again.foreignPercent < sample.foreignPercent ? { ...again, retried: true } : { ...sample, retried: true };
-      }
-      log(`  sample ${index + 1}: ${describeSample(sample)}`);
-      samples.push(sample);
-    }
-    const middle = medianSample(samples, (sample) => sample.cpuMsPerRun);
-    return {
-      config,
-      warmup: { runs: warm.sample.runs, runsPerSecond: warm.sample.runsPerSecond, seconds: warm.sample.seconds },
-      samples,
-      runsPerSecond: range(samples.map((sample) => sample.runsPerSecond)),
-      cpuMsPerRun: range(samples.map((sample) => sample.cpuMsPerRun)),
-      cpuMsPerRunByRole: middle.cpuMsPerRunByRole,
-      redisCommandsPerRun: middle.redisCommandsPerRun,
-    };
+    for (let index = 0; index < 3; index += 1) samples.push(await measuredSample(stack, org, warm.runs, options, index));
+    return pipelineResult(config, warm.result, samples);
   } finally {
     await stack.stop();
   }

@@ -285,8 +285,8 @@ function pipelineTable(results: readonly PipelineResult[], baseline: BaselineRes
   const lines = [
     '| configuration | runs/s | CPU-ms per run | ÷ component floor (CPU) | ÷ lean here: runs/s, CPU | ' +
       ROLES.join(' | ') +
-      ' | Redis cmds/run | foreign CPU % |',
-    '|---|---|---|---|---|' + ROLES.map(() => '---:').join('|') + '|---:|---:|',
+      ' | Redis cmds/run | WAL KB/run | foreign CPU % |',
+    '|---|---|---|---|---|' + ROLES.map(() => '---:').join('|') + '|---:|---:|---:|',
   ];
   for (const result of results) {
     const floor = baseline ? floorMsPerRun(baseline, 2, result.config.tasks) : Number.NaN;
@@ -298,7 +298,7 @@ function pipelineTable(results: readonly PipelineResult[], baseline: BaselineRes
     lines.push(
       `| ${result.config.label} | ${r(result.runsPerSecond)} | ${r(result.cpuMsPerRun)} | ${fmt(result.cpuMsPerRun.median / floor, 1)}× (floor ${fmt(floor, 2)} ms) | ${versusLean} | ` +
         ROLES.map((role) => fmt(result.cpuMsPerRunByRole[role], 2)).join(' | ') +
-        ` | ${fmt(result.redisCommandsPerRun, 0)} | ${foreign} |`,
+        ` | ${fmt(result.redisCommandsPerRun, 0)} | ${fmt((result.walBytesPerRun ?? Number.NaN) / 1024, 1)} | ${foreign} |`,
     );
   }
   return lines;
@@ -457,7 +457,8 @@ export function markdown(results: Results): string {
     if (results.h4.workspaces) {
       const { one, many } = results.h4.workspaces;
       out.push(
-        `- Workspaces (2 × 3, 1 worker): ${fmt(many.runsPerSecond.median, 1)} runs/s at ${many.config.workspaces.toLocaleString('en-US')} workspaces vs ${fmt(one.runsPerSecond.median, 1)} at 1 → ratio ${fmt(many.runsPerSecond.median / one.runsPerSecond.median, 2)}; CPU-ms per run ${fmt(many.cpuMsPerRun.median, 1)} vs ${fmt(one.cpuMsPerRun.median, 1)}.`,
+        `- Workspaces (2 × 3, 1 worker; the two organizations on one stack, their samples interleaved): ${fmt(many.runsPerSecond.median, 1)} runs/s at ${many.config.workspaces.toLocaleString('en-US')} workspaces vs ${fmt(one.runsPerSecond.median, 1)} at 1 → ratio ${fmt(many.runsPerSecond.median / one.runsPerSecond.median, 2)}; CPU-ms per run ${fmt(many.cpuMsPerRun.median, 1)} vs ${fmt(one.cpuMsPerRun.median, 1)}; ` +
+          `sample by sample (one, many): ${one.samples.map((sample, index) => `${fmt((many.samples[index]?.runsPerSecond ?? Number.NaN) / sample.runsPerSecond, 2)}`).join(', ')}.`,
       );
     }
     if (results.h4.list) {
@@ -471,7 +472,11 @@ export function markdown(results: Results): string {
     if (results.h4.tasks.length || results.h4.workspaces) {
       const rows = [
         ...results.h4.tasks.filter((result) => !(results.h1 ?? []).includes(result)),
-        ...(results.h4.workspaces ? [results.h4.workspaces.many] : []),
+        // The lean reference's rows go with H1's table when there is one.
+        ...(results.h1 ? [] : (results.lean?.pipeline ?? [])),
+        ...(results.h4.workspaces
+          ? [results.h4.workspaces.one, results.h4.workspaces.many].filter((result) => !(results.h1 ?? []).includes(result))
+          : []),
       ];
       if (rows.length) out.push(...pipelineTable(rows, baseline, results), '');
     }

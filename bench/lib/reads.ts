@@ -127,6 +127,26 @@ export interface ReadsOutput {
   growth: { small: ReadResult; large: ReadResult; smallInLargeTable: ReadResult; rows: { small: number; large: number } } | undefined;
 }
 
+/**
+ * H3's target reads served by the lean reference, from the rows the project's were just measured on
+ * (before H4 adds its 100,000 tasks). The project's stack stays up, idle, meanwhile.
+ */
+async function leanReads(
+  reads: readonly { token: string; key: string; label: string; paths: string[] }[],
+  options: Options,
+): Promise<ReadResult[]> {
+  log('reads: starting the lean reference API, load generator');
+  const lean = await Stack.start({ workers: 0, apiOnly: true, lean: { tasks: 3 }, profile: options.profile });
+  try {
+    const results: ReadResult[] = [];
+    for (const read of reads)
+      results.push(await measureReads(lean, read.token, read.key, `${read.label} (lean reference)`, read.paths, options));
+    return results;
+  } finally {
+    await lean.stop();
+  }
+}
+
 /** H3 and/or H4's list growth, on one stack (the 1,000-task organization is H3's task list and the growth's "1,000"). */
 export async function runReads(options: Options, parts: { h3: boolean; growth: boolean }): Promise<ReadsOutput> {
   log('reads: starting API, 1 worker, task server, load generator');
@@ -175,6 +195,7 @@ export async function runReads(options: Options, parts: { h3: boolean; growth: b
       const resultPaths = results.map((id) => `/api/v2/task-results/${id}`);
       output.h3.push(await measureReads(stack, org.token, 'result', 'GET /task-results/:id', resultPaths, options));
       again.push({ token: org.token, key: 'result', label: 'GET /task-results/:id', paths: resultPaths });
+      output.lean = await leanReads(again, options);
     }
     if (parts.growth) {
       const big = await createOrg(stack, `b-big-${suffix}`);
@@ -211,15 +232,6 @@ export async function runReads(options: Options, parts: { h3: boolean; growth: b
       }
     } finally {
       await shared.stop();
-    }
-    log('reads: starting the lean reference API, load generator');
-    const lean = await Stack.start({ workers: 0, apiOnly: true, lean: { tasks: 3 }, profile: options.profile });
-    try {
-      for (const read of again) {
-        output.lean.push(await measureReads(lean, read.token, read.key, `${read.label} (lean reference)`, read.paths, options));
-      }
-    } finally {
-      await lean.stop();
     }
   }
   return output;

@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import type { Role } from './cpu.ts';
 import { log, sleep, type Options } from './env.ts';
 import { burstSample, describeSample } from './pipeline.ts';
-import { PROJECT_TABLES } from './run-tables.ts';
 import { leanOrg, seedPipelineOrg, truncateRuns, type PipelineOrg } from './seed.ts';
 import { Stack } from './stack.ts';
 import { percentile, range, round, sortedCopy, type Range } from './stats.ts';
@@ -84,8 +83,7 @@ export async function openSample(stack: Stack, org: PipelineOrg, rate: number, s
   await stack.taskServer?.call({ cmd: 'record', on: false });
   const { rows } = await stack.db.query<{ id: string; applied: number | null }>(stack.tables.applied);
   const applied = new Map(rows.map((row) => [row.id, row.applied === null ? undefined : Number(row.applied)]));
-  const lean = stack.tables !== PROJECT_TABLES;
-  const times = lean
+  const times = stack.lean
     ? { rows: [] }
     : await stack.db.query<{ id: string; created: number; claimed: number | null; started: number | null }>(
         `select r.id, extract(epoch from r.created_at) * 1000 as created,
@@ -132,7 +130,7 @@ export async function openSample(stack: Stack, org: PipelineOrg, rate: number, s
     >,
     foreignPercent: cpu.foreignPercent,
     maxSendLagMs: open.maxLagMs,
-    ...(lean
+    ...(stack.lean
       ? {}
       : {
           segments: Object.fromEntries(

@@ -119,6 +119,8 @@ export class Stack {
   readonly workers: Managed[] = [];
   db!: pg.Client;
   redis!: Redis;
+  /** Whether this stack runs the lean reference (bench/lean) instead of the service. */
+  readonly lean: boolean;
   /** Where the runs of what this stack started are (the project's tables or the lean reference's). */
   readonly tables: RunTables;
   private postmasterPid = 0;
@@ -129,7 +131,8 @@ export class Stack {
 
   private constructor(options: StackOptions) {
     this.options = options;
-    this.tables = options.lean ? LEAN_TABLES : PROJECT_TABLES;
+    this.lean = options.lean !== undefined;
+    this.tables = this.lean ? LEAN_TABLES : PROJECT_TABLES;
   }
 
   static async start(options: StackOptions): Promise<Stack> {

@@ -148,7 +148,10 @@ async function leanReads(
 }
 
 /** H3 and/or H4's list growth, on one stack (the 1,000-task organization is H3's task list and the growth's "1,000"). */
-export async function runReads(options: Options, parts: { h3: boolean; growth: boolean }): Promise<ReadsOutput> {
+export async function runReads(
+  options: Options,
+  parts: { h3: boolean; growth: boolean; /** The lean reference's reads after H3's (default true). */ lean?: boolean },
+): Promise<ReadsOutput> {
   log('reads: starting API, 1 worker, task server, load generator');
   const stack = await Stack.start({ workers: 1, profile: options.profile });
   // H3's three target reads again with two API processes sharing the port, once this stack has stopped.
@@ -195,7 +198,7 @@ export async function runReads(options: Options, parts: { h3: boolean; growth: b
       const resultPaths = results.map((id) => `/api/v2/task-results/${id}`);
       output.h3.push(await measureReads(stack, org.token, 'result', 'GET /task-results/:id', resultPaths, options));
       again.push({ token: org.token, key: 'result', label: 'GET /task-results/:id', paths: resultPaths });
-      output.lean = await leanReads(again, options);
+      if (parts.lean ?? true) output.lean = await leanReads(again, options);
     }
     if (parts.growth) {
       const big = await createOrg(stack, `b-big-${suffix}`);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { nativePool, newId, openOrm, type PreparedStatement } from '@runtasks/shared';
+import { nativePool, newId, numbered, openOrm, type PreparedStatement } from '@runtasks/shared';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { PoolClient } from 'pg';
@@ -9,6 +9,7 @@ import { taskPageText } from '../services/api/src/routes/run-tasks.routes.ts';
 import { advanceRun } from '../services/worker/src/engine/advance-run.ts';
 import { ACKNOWLEDGE, ATTEMPT_LEASE_MS, CLAIM, issueToken } from '../services/worker/src/engine/dispatch.ts';
 import { immediateExecutor } from '../services/worker/src/engine/executor.ts';
+import { IDLE_RUNS_SQL } from '../services/worker/src/engine/sweeper.ts';
 import { attachTask, createRun, createTask, seedOrganization } from './support/fixtures.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 
@@ -192,5 +193,41 @@ describe("the advance's statements", () => {
     } finally {
       client.release();
     }
+  });
+});
+
+describe("the sweeper's idle runs", () => {
+  let h: Harness;
+  let client: PoolClient;
+  beforeAll(async () => {
+    h = await startHarness();
+    const f = await seedOrganization(h, 'plans-sweeper');
+    const runId = await createRun(h, f.organizationToken, f.workspaceId);
+    client = await (await nativePool(h.orm.em.fork())).connect();
+    await client.query('begin');
+    // 3,000 finished runs beside the one in flight, as a long-lived installation has them.
+    await client.query(
+      `insert into runs
+       select (jsonb_populate_record(null::runs, to_jsonb(r) || jsonb_build_object('id', 'run-done-' || n, 'plan_id', 'plan-done-' || n, 'status', 'applied'))).*
+         from runs r cross join generate_series(1, 3000) n where r.id = $1`,
+      [runId],
+    );
+    await client.query('analyze runs');
+  });
+  afterAll(async () => {
+    try {
+      await client?.query('rollback');
+    } finally {
+      client?.release();
+      await h.close();
+    }
+  });
+
+  it('reads the unfinished runs by their index, never every run', async () => {
+    const plan = (await client.query<{ 'QUERY PLAN': string }>(`explain (costs off) ${numbered(IDLE_RUNS_SQL).replace('$1', '30')}`)).rows
+      .map((line) => line['QUERY PLAN'])
+      .join('\n');
+    expect(plan).toContain('runs_unfinished_idx');
+    expect(plan).not.toContain('Seq Scan');
   });
 });

@@ -47,6 +47,16 @@ export async function expireResults(
   return rows.map((row) => row.run_id);
 }
 
+/**
+ * The runs the sweeper re-drives. Its condition on `status` is the predicate of `runs_unfinished_idx`
+ * word for word, so PostgreSQL reads that index (the unfinished runs, oldest first) and never the
+ * finished runs, however many there are (test/plans.int.test.ts checks the plan).
+ */
+export const IDLE_RUNS_SQL = `select id from runs
+      where status not in ('applied', 'post_apply_completed', 'planned_and_finished', 'discarded', 'errored', 'canceled')
+        and updated_at < now() - make_interval(secs => ?)
+      order by updated_at limit 500`;
+
 export async function sweep(em: EntityManager, graceSeconds: number): Promise<SweepResult> {
   const expired = await expireResults(em);
   const overdue = await em.execute<{ id: string; attempts: number }[]>(
@@ -57,13 +67,7 @@ export async function sweep(em: EntityManager, graceSeconds: number): Promise<Sw
     [graceSeconds],
   );
   // Non-final runs nobody touched for a while: advancing them is a no-op when they are waiting.
-  const idle = await em.execute<{ id: string }[]>(
-    `select id from runs
-      where status not in ('applied', 'post_apply_completed', 'planned_and_finished', 'discarded', 'errored', 'canceled')
-        and updated_at < now() - make_interval(secs => ?)
-      order by updated_at limit 500`,
-    [graceSeconds],
-  );
+  const idle = await em.execute<{ id: string }[]>(IDLE_RUNS_SQL, [graceSeconds]);
   const runIds = [...new Set([...expired, ...idle.map((row) => row.id)])];
   return { runIds, resultIds: overdue.map((row) => ({ id: row.id, attempt: row.attempts + 1 })) };
 }

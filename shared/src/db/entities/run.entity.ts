@@ -8,7 +8,11 @@ const RunSchema = defineEntity({
   tableName: 'runs',
   indexes: [
     { name: 'runs_workspace_created_idx', properties: ['workspace', 'createdAt'] },
-    { name: 'runs_status_idx', properties: ['status'] },
+    // The sweeper's (services/worker/src/engine/sweeper.ts, IDLE_RUNS_SQL): its predicate is that query's.
+    {
+      name: 'runs_unfinished_idx',
+      expression: `create index "runs_unfinished_idx" on "runs" ("updated_at") where "status" not in ('applied', 'post_apply_completed', 'planned_and_finished', 'discarded', 'errored', 'canceled')`,
+    },
   ],
   properties: {
     id: p.string().length(32).primary(),

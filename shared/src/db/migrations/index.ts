@@ -8,6 +8,7 @@ import { Migration20261123100000StageOpenResults } from './Migration202611231000
 import { Migration20261123110000HotUpdates } from './Migration20261123110000HotUpdates.ts';
 import { Migration20261123220000DeadlineIndexPredicate } from './Migration20261123220000DeadlineIndexPredicate.ts';
 import { Migration20261124000000PrincipalNotify } from './Migration20261124000000PrincipalNotify.ts';
+import { Migration20261124100000RunsUnfinishedIndex } from './Migration20261124100000RunsUnfinishedIndex.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
 export const MIGRATIONS: MigrationObject[] = [
@@ -20,4 +21,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261123110000HotUpdates', class: Migration20261123110000HotUpdates },
   { name: 'Migration20261123220000DeadlineIndexPredicate', class: Migration20261123220000DeadlineIndexPredicate },
   { name: 'Migration20261124000000PrincipalNotify', class: Migration20261124000000PrincipalNotify },
+  { name: 'Migration20261124100000RunsUnfinishedIndex', class: Migration20261124100000RunsUnfinishedIndex },
 ];

@@ -1,5 +1,5 @@
 /**
- * The benchmark suite. `npm run bench` runs everything (about 15 minutes, then it stops by itself);
+ * The benchmark suite. `npm run bench` runs everything (about 17 minutes, then it stops by itself);
  * `npm run bench:<figure>` one figure (baseline, h1, h2, h3, h4), always with the component baseline
  * so its ratios can be computed. `-- --quick`: a smoke run of a few seconds per figure.
  * `-- --profile`: the API and worker processes run with --cpu-prof and the SQL statement counter.

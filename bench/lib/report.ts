@@ -23,7 +23,7 @@ export interface Results {
   h2?: LatencyResult;
   h3?: ReadResult[];
   h4?: { tasks: PipelineResult[]; workspaces?: { one: PipelineResult; many: PipelineResult }; list?: ReadsOutput['growth'] };
-  /** The lean reference (bench/lean) measured in this run: H1's configurations (T = 3, and 1 and 10 with H4) and H2. */
+  /** The lean reference (bench/lean) measured in this run: H1's configurations (T = 3, and 1 and 10 with H4), H2 and H3's target reads. */
   lean?: { pipeline?: PipelineResult[]; latency?: LatencyResult; reads?: ReadResult[] };
 }
 
@@ -483,7 +483,7 @@ export function markdown(results: Results): string {
     if (results.h4.list) out.push(...readTable([results.h4.list.large, results.h4.list.smallInLargeTable], baseline), '');
   }
   out.push(
-    'Reproduce: `npm run bench` (everything, about 15 minutes) or `npm run bench:h1` … `bench:h4`, `bench:baseline`; add `-- --quick` for a smoke run of a few seconds per figure. Raw samples: the JSON file next to this one.',
+    'Reproduce: `npm run bench` (everything, about 17 minutes) or `npm run bench:h1` … `bench:h4`, `bench:baseline`; add `-- --quick` for a smoke run of a few seconds per figure. Raw samples: the JSON file next to this one.',
     '',
   );
   return out.join('\n');

@@ -14,21 +14,42 @@ import { attachTask, createRun, createTask, seedOrganization } from './support/f
 import { startHarness, type Harness } from './support/harness.ts';
 
 /**
+ * A harness database with one run, and a pool connection in a transaction that `seed` fills and the
+ * describe's end rolls back. A database of its own: ANALYZE's statistics outlive the rollback.
+ */
+function inRolledBackTransaction(name: string, seed: (client: PoolClient, runId: string) => Promise<void>): () => PoolClient {
+  let h: Harness | undefined;
+  let client: PoolClient | undefined;
+  beforeAll(async () => {
+    h = await startHarness();
+    const f = await seedOrganization(h, name);
+    const runId = await createRun(h, f.organizationToken, f.workspaceId);
+    client = await (await nativePool(h.orm.em.fork())).connect();
+    await client.query('begin');
+    await seed(client, runId);
+  });
+  afterAll(async () => {
+    try {
+      await client?.query('rollback');
+    } finally {
+      client?.release();
+      await h?.close();
+    }
+  });
+  return () => {
+    if (!client) throw new Error('the transaction was not opened');
+    return client;
+  };
+}
+
+/**
  * The plans PostgreSQL makes for the hot statements on one task result, as a pool connection ends up
  * reusing them: generic (planned without the values), in a table whose statistics say, as they do in
  * production, that nearly every result is final. Each must probe the primary key; none may read the
  * deadline index, which would mean reading every open result and filtering by id (it is the sweeper's).
- * A database of its own: ANALYZE's statistics outlive the rolled-back transaction that took them.
  */
 describe('plans of the statements on one task result', () => {
-  let h: Harness;
-  let client: PoolClient;
-  beforeAll(async () => {
-    h = await startHarness();
-    const f = await seedOrganization(h, 'plans');
-    const runId = await createRun(h, f.organizationToken, f.workspaceId);
-    client = await (await nativePool(h.orm.em.fork())).connect();
-    await client.query('begin');
+  const connection = inRolledBackTransaction('plans', async (client, runId) => {
     const stageId = newId('taskStage');
     await client.query(`insert into task_stages (id, run_id, stage, created_at, updated_at) values ($1, $2, 'post_plan', now(), now())`, [
       stageId,
@@ -43,14 +64,6 @@ describe('plans of the statements on one task result', () => {
     await client.query('analyze task_results');
     await client.query('set local plan_cache_mode = force_generic_plan');
   });
-  afterAll(async () => {
-    try {
-      await client?.query('rollback');
-    } finally {
-      client?.release();
-      await h.close();
-    }
-  });
 
   const statements: [string, PreparedStatement][] = [
     ['a callback', CALLBACK],
@@ -59,6 +72,7 @@ describe('plans of the statements on one task result', () => {
   ];
   it.each(statements)('%s probes task_results by its primary key', async (_, statement) => {
     const parameters = Math.max(...[...statement.text.matchAll(/\$(\d+)/g)].map((match) => Number(match[1])));
+    const client = connection();
     await client.query(`prepare probe_${statement.name.replaceAll('-', '_')} as ${statement.text}`);
     const { rows } = await client.query<{ 'QUERY PLAN': string }>(
       `explain (costs off) execute probe_${statement.name.replaceAll('-', '_')}(${Array.from({ length: parameters }, () => 'null').join(', ')})`,
@@ -197,15 +211,8 @@ describe("the advance's statements", () => {
 });
 
 describe("the sweeper's idle runs", () => {
-  let h: Harness;
-  let client: PoolClient;
-  beforeAll(async () => {
-    h = await startHarness();
-    const f = await seedOrganization(h, 'plans-sweeper');
-    const runId = await createRun(h, f.organizationToken, f.workspaceId);
-    client = await (await nativePool(h.orm.em.fork())).connect();
-    await client.query('begin');
-    // 3,000 finished runs beside the one in flight, as a long-lived installation has them.
+  // 3,000 finished runs beside the one in flight, as a long-lived installation has them.
+  const connection = inRolledBackTransaction('plans-sweeper', async (client, runId) => {
     await client.query(
       `insert into runs
        select (jsonb_populate_record(null::runs, to_jsonb(r) || jsonb_build_object('id', 'run-done-' || n, 'plan_id', 'plan-done-' || n, 'status', 'applied'))).*
@@ -214,17 +221,11 @@ describe("the sweeper's idle runs", () => {
     );
     await client.query('analyze runs');
   });
-  afterAll(async () => {
-    try {
-      await client?.query('rollback');
-    } finally {
-      client?.release();
-      await h.close();
-    }
-  });
 
   it('reads the unfinished runs by their index, never every run', async () => {
-    const plan = (await client.query<{ 'QUERY PLAN': string }>(`explain (costs off) ${numbered(IDLE_RUNS_SQL).replace('$1', '30')}`)).rows
+    const plan = (
+      await connection().query<{ 'QUERY PLAN': string }>(`explain (costs off) ${numbered(IDLE_RUNS_SQL).replace('$1', '30')}`)
+    ).rows
       .map((line) => line['QUERY PLAN'])
       .join('\n');
     expect(plan).toContain('runs_unfinished_idx');

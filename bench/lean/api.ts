@@ -16,13 +16,8 @@ import { Redis } from 'ioredis';
 import Koa, { type Context } from 'koa';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { required } from './env.ts';
 import { mountLeanReads } from './reads.ts';
-
-const required = (name: string): string => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is required`);
-  return value;
-};
 
 const pool = new pg.Pool({ connectionString: required('DATABASE_URL'), max: 10 });
 const connection = new Redis(required('REDIS_URL'), { maxRetriesPerRequest: null });

@@ -16,14 +16,9 @@ import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { createHmac, randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { required } from './env.ts';
 import { Agent, request } from 'undici';
 import { LEAN_STAGES } from './schema.ts';
-
-const required = (name: string): string => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is required`);
-  return value;
-};
 
 const pool = new pg.Pool({ connectionString: required('DATABASE_URL'), max: 10 });
 const tasksPerStage = Number(required('LEAN_TASKS'));

@@ -298,7 +298,7 @@ function pipelineTable(results: readonly PipelineResult[], baseline: BaselineRes
     lines.push(
       `| ${result.config.label} | ${r(result.runsPerSecond)} | ${r(result.cpuMsPerRun)} | ${fmt(result.cpuMsPerRun.median / floor, 1)}× (floor ${fmt(floor, 2)} ms) | ${versusLean} | ` +
         ROLES.map((role) => fmt(result.cpuMsPerRunByRole[role], 2)).join(' | ') +
-        ` | ${fmt(result.redisCommandsPerRun, 0)} | ${fmt((result.walBytesPerRun ?? Number.NaN) / 1024, 1)} | ${foreign} |`,
+        ` | ${fmt(result.redisCommandsPerRun, 0)} | ${fmt(result.walBytesPerRun / 1024, 1)} | ${foreign} |`,
     );
   }
   return lines;

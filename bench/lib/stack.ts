@@ -220,10 +220,7 @@ export class Stack {
       this.workers.push(worker);
     }
     if (this.workers.length > 0) await whileAlive(this.workers[0] as Managed, this.waitForWorkers(this.workers.length));
-    this.loadgen = this.add(
-      spawnNode({ name: 'loadgen', role: 'loadgen', script: 'bench/loadgen.ts', env: { PATH: env['PATH'] ?? '' }, ipc: true }),
-    );
-    await readyMessage(this.loadgen);
+    await this.startLoadgen(env);
   }
 
   /** The lean reference's API and worker(s), on the same database (schema `lean`), Redis and task server. */
@@ -265,6 +262,10 @@ export class Stack {
       this.workers.push(worker);
       await readyMessage(worker);
     }
+    await this.startLoadgen(env);
+  }
+
+  private async startLoadgen(env: Record<string, string>): Promise<void> {
     this.loadgen = this.add(
       spawnNode({ name: 'loadgen', role: 'loadgen', script: 'bench/loadgen.ts', env: { PATH: env['PATH'] ?? '' }, ipc: true }),
     );

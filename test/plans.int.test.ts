@@ -1,15 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { nativePool, newId, numbered, openOrm, type PreparedStatement } from '@runtasks/shared';
+import { issueCallbackToken, nativePool, newId, numbered, openOrm, type PreparedStatement } from '@runtasks/shared';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { PoolClient } from 'pg';
 import { CALLBACK } from '../services/api/src/routes/callback.routes.ts';
 import { taskPageText } from '../services/api/src/routes/run-tasks.routes.ts';
 import { advanceRun } from '../services/worker/src/engine/advance-run.ts';
-import { ACKNOWLEDGE, ATTEMPT_LEASE_MS, CLAIM, issueToken } from '../services/worker/src/engine/dispatch.ts';
+import { ACKNOWLEDGE, ATTEMPT_LEASE_MS, CLAIM } from '../services/worker/src/engine/dispatch.ts';
 import { immediateExecutor } from '../services/worker/src/engine/executor.ts';
-import { IDLE_RUNS_SQL } from '../services/worker/src/engine/sweeper.ts';
+import { EXPIRE_IN_FLIGHT_SQL, IDLE_RUNS_SQL, OVERDUE_DELIVERIES_SQL } from '../services/worker/src/engine/sweeper.ts';
 import { attachTask, createRun, createTask, seedOrganization } from './support/fixtures.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 
@@ -45,8 +45,8 @@ function inRolledBackTransaction(name: string, seed: (client: PoolClient, runId:
 /**
  * The plans PostgreSQL makes for the hot statements on one task result, as a pool connection ends up
  * reusing them: generic (planned without the values), in a table whose statistics say, as they do in
- * production, that nearly every result is final. Each must probe the primary key; none may read the
- * deadline index, which would mean reading every open result and filtering by id (it is the sweeper's).
+ * production, that nearly every result is final. Each must probe the primary key, never read an index
+ * of many results and filter them by id.
  */
 describe('plans of the statements on one task result', () => {
   const connection = inRolledBackTransaction('plans', async (client, runId) => {
@@ -79,7 +79,6 @@ describe('plans of the statements on one task result', () => {
     );
     const plan = rows.map((row) => row['QUERY PLAN']).join('\n');
     expect(plan).toMatch(/(Index Scan using|Bitmap Index Scan on) task_results_pkey/);
-    expect(plan).not.toContain('task_results_open_deadline_idx');
   });
 });
 
@@ -172,7 +171,7 @@ describe("the advance's statements", () => {
       progressTimeoutSeconds: 600,
       maxRuntimeSeconds: 3600,
       attemptLeaseSeconds: ATTEMPT_LEASE_MS / 1000,
-      issueToken: (resultId: string) => issueToken(h.secrets, resultId),
+      issueToken: (resultId: string) => issueCallbackToken(h.secrets, resultId),
     };
     let started = 0;
     for (let run = 0; run < 8; run += 1) {
@@ -210,8 +209,9 @@ describe("the advance's statements", () => {
   });
 });
 
-describe("the sweeper's idle runs", () => {
-  // 3,000 finished runs beside the one in flight, as a long-lived installation has them.
+describe("the sweeper's queries", () => {
+  // 3,000 finished runs beside the one in flight, each with a finished stage of two finished results, as
+  // a long-lived installation has them.
   const connection = inRolledBackTransaction('plans-sweeper', async (client, runId) => {
     await client.query(
       `insert into runs
@@ -219,15 +219,28 @@ describe("the sweeper's idle runs", () => {
          from runs r cross join generate_series(1, 3000) n where r.id = $1`,
       [runId],
     );
-    await client.query('analyze runs');
+    await client.query(
+      `insert into task_stages (id, run_id, stage, status, created_at, updated_at)
+       select 'stage-done-' || n, 'run-done-' || n, 'post_plan', 'passed', now(), now() from generate_series(1, 3000) n`,
+    );
+    await client.query(
+      `insert into task_results (id, task_stage_id, task_id, task_name, task_url, enforcement_level, stage, status, created_at, updated_at)
+       select 'result-done-' || n || '-' || k, 'stage-done-' || n, 'task-' || k, 'done', 'https://tasks.example.com/', 'mandatory', 'post_plan', 'passed', now(), now()
+         from generate_series(1, 3000) n cross join generate_series(1, 2) k`,
+    );
+    for (const table of ['runs', 'task_stages', 'task_results']) await client.query(`analyze ${table}`);
   });
-
-  it('reads the unfinished runs by their index, never every run', async () => {
-    const plan = (
-      await connection().query<{ 'QUERY PLAN': string }>(`explain (costs off) ${numbered(IDLE_RUNS_SQL).replace('$1', '30')}`)
-    ).rows
+  const planOf = async (sql: string): Promise<string> =>
+    (await connection().query<{ 'QUERY PLAN': string }>(`explain (costs off) ${numbered(sql).replace('$1', '30')}`)).rows
       .map((line) => line['QUERY PLAN'])
       .join('\n');
+
+  it.each([
+    ['idle runs', IDLE_RUNS_SQL],
+    ['expired results', EXPIRE_IN_FLIGHT_SQL],
+    ['overdue deliveries', OVERDUE_DELIVERIES_SQL],
+  ])("reach the %s through the unfinished runs' index, never reading every run or result", async (_, sql) => {
+    const plan = await planOf(sql);
     expect(plan).toContain('runs_unfinished_idx');
     expect(plan).not.toContain('Seq Scan');
   });

@@ -1,6 +1,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import {
   createTaskClient,
+  issueCallbackToken,
   nativePool,
   JOBS,
   MAX_RECONNECT_DELAY_MS,
@@ -20,15 +21,7 @@ import {
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { advanceRun } from './engine/advance-run.ts';
-import {
-  Acknowledgements,
-  ATTEMPT_LEASE_MS,
-  deliverClaimed,
-  dispatchResult,
-  issueToken,
-  tokenOf,
-  type DispatchOutcome,
-} from './engine/dispatch.ts';
+import { Acknowledgements, ATTEMPT_LEASE_MS, deliverClaimed, dispatchResult, tokenOf, type DispatchOutcome } from './engine/dispatch.ts';
 import { immediateExecutor, type RunExecutor } from './engine/executor.ts';
 import { expireResults, sweep } from './engine/sweeper.ts';
 import { JOB_RETENTION, OutboxRelay } from './outbox-relay.ts';
@@ -90,7 +83,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     progressTimeoutSeconds: deps.config.taskProgressTimeoutSeconds,
     maxRuntimeSeconds: deps.config.taskMaxRuntimeSeconds,
     attemptLeaseSeconds: ATTEMPT_LEASE_MS / 1000,
-    issueToken: (resultId: string) => issueToken(deps.secrets, resultId),
+    issueToken: (resultId: string) => issueCallbackToken(deps.secrets, resultId),
   };
   const metrics = deps.metrics ?? new Metrics();
   const dispatchDeps = {

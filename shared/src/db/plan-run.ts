@@ -1,4 +1,5 @@
 import type { SqlRunner } from './prepared.ts';
+import type { CallbackTokenIssuer } from '../security/secrets.ts';
 import { newId } from '../domain/ids.ts';
 import { planTaskStages, type PlannableTask } from '../domain/planner.ts';
 import { RUN_STAGES, type EnforcementLevel, type RunStage } from '../domain/statuses.ts';
@@ -67,19 +68,24 @@ export interface InsertedStage {
  * (stage, task) with ON CONFLICT DO NOTHING make a second call, by anyone, a no-op. Run inside the
  * transaction that repairs a run (the worker), which knows only its id.
  */
-export async function insertPlannedStages(tx: SqlRunner, runId: string): Promise<InsertedStage[]> {
+export async function insertPlannedStages(tx: SqlRunner, runId: string, issueToken: CallbackTokenIssuer): Promise<InsertedStage[]> {
   const [run] = await tx.execute<{ workspace_id: string; organization_id: string; plan_only: boolean; global_entitled: boolean }[]>(
     `select r.workspace_id, r.organization_id, r.plan_only, (o.edition = 'standard' and o.global_run_tasks_enabled) as global_entitled
        from runs r join organizations o on o.id = r.organization_id where r.id = ?`,
     [runId],
   );
   if (!run) return [];
-  return insertPlannedStagesFor(tx, runId, {
-    workspaceId: run.workspace_id,
-    organizationId: run.organization_id,
-    planOnly: run.plan_only,
-    globalEntitled: run.global_entitled,
-  });
+  return insertPlannedStagesFor(
+    tx,
+    runId,
+    {
+      workspaceId: run.workspace_id,
+      organizationId: run.organization_id,
+      planOnly: run.plan_only,
+      globalEntitled: run.global_entitled,
+    },
+    issueToken,
+  );
 }
 
 /** A run's planned stages and results, with their ids, ready to insert. */
@@ -120,39 +126,55 @@ export const insertStagesParams = (runId: string, stages: PlannedRows['stages'])
 ];
 
 /**
- * Inserts planned results: arrays of ids, stage ids, task ids, workspace task ids, names, URLs, HMAC
- * keys (encrypted), enforcement levels and stages, then whether the run is speculative. created_at keeps
- * the planned order (results are listed by it): one clock reading per row, plus the row's position in
- * microseconds so rows inserted within the same microsecond stay ordered.
+ * Inserts planned results: whether the run is speculative, then arrays of ids, stage ids, task ids,
+ * workspace task ids, names, URLs, HMAC keys (encrypted), enforcement levels, stages, and access tokens
+ * (hashed, encrypted). created_at keeps the planned order (results are listed by it): one clock reading
+ * per row, plus the row's position in microseconds so rows inserted within the same microsecond stay
+ * ordered. A result's token is issued here rather than when its stage starts, so that the start changes
+ * no indexed column and stays on its page (Migration20261124120000HotTaskResults); nobody knows the
+ * token until a delivery sends it.
  */
 export const INSERT_RESULTS_SQL = `insert into task_results (id, task_stage_id, task_id, workspace_task_id, task_name, task_url, hmac_key_encrypted,
                            enforcement_level, stage, is_speculative, status, status_timestamps, attempts, outcomes_count,
-                           version, created_at, updated_at)
+                           callback_token_hash, callback_token_encrypted, version, created_at, updated_at)
   select r.id, r.stage_id, r.task_id, r.workspace_task_id, r.name, r.url, r.hmac_key_encrypted, r.enforcement_level, r.stage, ?::boolean,
-         'pending', '{}', 0, 0, 1, clock_timestamp() + r.position * interval '1 microsecond', clock_timestamp() + r.position * interval '1 microsecond'
-    from unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[])
-         with ordinality as r(id, stage_id, task_id, workspace_task_id, name, url, hmac_key_encrypted, enforcement_level, stage, position)
+         'pending', '{}', 0, 0, r.token_hash, r.token_encrypted, 1,
+         clock_timestamp() + r.position * interval '1 microsecond', clock_timestamp() + r.position * interval '1 microsecond'
+    from unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[])
+         with ordinality as r(id, stage_id, task_id, workspace_task_id, name, url, hmac_key_encrypted, enforcement_level, stage,
+                              token_hash, token_encrypted, position)
   on conflict do nothing`;
 
-export const insertResultsParams = (
+export function insertResultsParams(
   results: PlannedRows['results'],
   stageIds: ReadonlyMap<RunStage, string>,
   planOnly: boolean,
-): unknown[] => [
-  planOnly,
-  results.map((result) => result.id),
-  results.map((result) => stageIds.get(result.stage)),
-  results.map((result) => result.task.taskId),
-  results.map((result) => result.task.workspaceTaskId),
-  results.map((result) => result.task.name),
-  results.map((result) => result.task.url),
-  results.map((result) => result.task.hmacKeyEncrypted),
-  results.map((result) => result.task.enforcementLevel),
-  results.map((result) => result.stage),
-];
+  issueToken: CallbackTokenIssuer,
+): unknown[] {
+  const tokens = results.map((result) => issueToken(result.id));
+  return [
+    planOnly,
+    results.map((result) => result.id),
+    results.map((result) => stageIds.get(result.stage)),
+    results.map((result) => result.task.taskId),
+    results.map((result) => result.task.workspaceTaskId),
+    results.map((result) => result.task.name),
+    results.map((result) => result.task.url),
+    results.map((result) => result.task.hmacKeyEncrypted),
+    results.map((result) => result.task.enforcementLevel),
+    results.map((result) => result.stage),
+    tokens.map((token) => token.hash),
+    tokens.map((token) => token.encrypted),
+  ];
+}
 
 /** As insertPlannedStages, for a caller that knows the run. Returns the run's stages in lifecycle order. */
-export async function insertPlannedStagesFor(tx: SqlRunner, runId: string, run: PlanContext): Promise<InsertedStage[]> {
+export async function insertPlannedStagesFor(
+  tx: SqlRunner,
+  runId: string,
+  run: PlanContext,
+  issueToken: CallbackTokenIssuer,
+): Promise<InsertedStage[]> {
   const tasks = await tx.execute<TaskRow[]>(PLANNABLE_TASKS_SQL, [run.workspaceId, run.organizationId, run.globalEntitled]);
   const planned = planRows(tasks, run);
   if (planned.stages.length === 0) return [];
@@ -167,7 +189,7 @@ export async function insertPlannedStagesFor(tx: SqlRunner, runId: string, run: 
   if (planned.results.length === 0) return stages;
   await tx.execute(
     INSERT_RESULTS_SQL,
-    insertResultsParams(planned.results, new Map(stageRows.map((row) => [row.stage, row.id])), run.planOnly),
+    insertResultsParams(planned.results, new Map(stageRows.map((row) => [row.stage, row.id])), run.planOnly, issueToken),
   );
   return stages;
 }

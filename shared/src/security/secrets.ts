@@ -79,6 +79,25 @@ export function createSecretBox(secretKey: string): SecretBox {
   };
 }
 
+/**
+ * A task result's callback access token: stored hashed (for lookup) and encrypted (so every delivery of
+ * the result sends the same one). Bound to its result, so the API checks a callback's token before
+ * reading its body without a lookup.
+ */
+export interface CallbackToken {
+  token: string;
+  hash: string;
+  encrypted: string;
+}
+
+/** Issues a result's access token (see CallbackToken). */
+export type CallbackTokenIssuer = (resultId: string) => CallbackToken;
+
+export function issueCallbackToken(secrets: SecretBox, resultId: string): CallbackToken {
+  const token = secrets.bindToken(CALLBACK_TOKEN_PREFIX, resultId);
+  return { token, hash: secrets.hashToken(token), encrypted: secrets.encrypt(token) };
+}
+
 export function safeEqualHex(a: string, b: string): boolean {
   const left = Buffer.from(a, 'hex');
   const right = Buffer.from(b, 'hex');

@@ -6,6 +6,7 @@ import {
   generateToken,
   inTransaction,
   isPlausibleToken,
+  issueCallbackToken,
   nativePool,
   newId,
   notFound,
@@ -100,15 +101,20 @@ async function upload(ctx: ApiContext): Promise<void> {
     if (check.ok && version.autoQueueRuns) {
       const organization = version.workspace.organization;
       const place = { workspaceId: version.workspace.id, organizationId: organization.id, globalEntitled: isGlobalEntitled(organization) };
-      await createRunIn(client, place, {
-        message: 'Triggered via API',
-        planOnly: version.speculative,
-        isDestroy: false,
-        autoApply: version.workspace.autoApply,
-        planJson: null,
-        configurationVersionId: version.id,
-        createdBy: null,
-      });
+      await createRunIn(
+        client,
+        place,
+        {
+          message: 'Triggered via API',
+          planOnly: version.speculative,
+          isDestroy: false,
+          autoApply: version.workspace.autoApply,
+          planJson: null,
+          configurationVersionId: version.id,
+          createdBy: null,
+        },
+        (resultId) => issueCallbackToken(ctx.deps.secrets, resultId),
+      );
     }
   });
   if (!check.ok) throw new ApiError(check.status, 'invalid archive', check.detail);

@@ -2,6 +2,7 @@ import type { FilterQuery } from '@mikro-orm/core';
 import {
   ConfigurationVersion,
   invalidAttribute,
+  issueCallbackToken,
   nativePool,
   notFound,
   plannableTasksUnion,
@@ -197,7 +198,9 @@ async function create(ctx: ApiContext): Promise<void> {
     configurationVersionId: configurationVersion?.id ?? null,
     createdBy: ctx.state.principal.tokenId,
   };
-  const { run, stageIds } = await createRun(await nativePool(ctx.state.em), place, input, place.tasks);
+  const { run, stageIds } = await createRun(await nativePool(ctx.state.em), place, input, place.tasks, (resultId) =>
+    issueCallbackToken(ctx.deps.secrets, resultId),
+  );
   respond(ctx, 201, single(serializeRun(run, stageIds)));
 }
 

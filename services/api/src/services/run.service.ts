@@ -18,6 +18,7 @@ import {
   runActionTarget,
   runPrepared,
   statusTimestampKey,
+  type CallbackTokenIssuer,
   type Queryable,
   type Run,
   type RunAction,
@@ -69,7 +70,7 @@ interface RunCreation {
   stageIds: string[];
 }
 
-function runCreation(place: RunPlace, input: CreateRunInput, tasks: readonly TaskRow[]): RunCreation {
+function runCreation(place: RunPlace, input: CreateRunInput, tasks: readonly TaskRow[], issueToken: CallbackTokenIssuer): RunCreation {
   const id = newId('run');
   const planId = newId('plan');
   const planned = planRows(tasks, input);
@@ -91,7 +92,7 @@ function runCreation(place: RunPlace, input: CreateRunInput, tasks: readonly Tas
     id,
     OUTBOX_CHANNEL,
     ...insertStagesParams(id, planned.stages),
-    ...insertResultsParams(planned.results, stageIds, input.planOnly),
+    ...insertResultsParams(planned.results, stageIds, input.planOnly, issueToken),
   ];
   const view = (createdAt: Date): RunView => ({
     id,
@@ -114,15 +115,17 @@ function runCreation(place: RunPlace, input: CreateRunInput, tasks: readonly Tas
  * Creates a run with its task stages and results and its `run.created` outbox event, atomically.
  * Redis is not touched: the worker's relay publishes the event after commit (woken by NOTIFY), so a
  * crash at any point either loses nothing or creates nothing. `tasks` are the workspace's plannable
- * tasks, read by the caller (with the workspace, in one statement). Returns the run and its stages' ids.
+ * tasks, read by the caller (with the workspace, in one statement); `issueToken` issues each result's
+ * access token. Returns the run and its stages' ids.
  */
 export async function createRun(
   db: Queryable,
   place: RunPlace,
   input: CreateRunInput,
   tasks: readonly TaskRow[],
+  issueToken: CallbackTokenIssuer,
 ): Promise<{ run: RunView; stageIds: string[] }> {
-  const creation = runCreation(place, input, tasks);
+  const creation = runCreation(place, input, tasks, issueToken);
   const [row] = await runPrepared<{ created_at: Date }>(db, CREATE_RUN, creation.params);
   return { run: creation.view(new Date(row?.created_at ?? Date.now())), stageIds: creation.stageIds };
 }
@@ -130,9 +133,14 @@ export async function createRun(
 const PLANNABLE_TASKS = prepared('plannable-tasks', numbered(PLANNABLE_TASKS_SQL));
 
 /** As createRun, on a client inside a caller's transaction, planning from the database. */
-export async function createRunIn(client: Queryable, place: RunPlace, input: CreateRunInput): Promise<void> {
+export async function createRunIn(
+  client: Queryable,
+  place: RunPlace,
+  input: CreateRunInput,
+  issueToken: CallbackTokenIssuer,
+): Promise<void> {
   const tasks = await runPrepared<TaskRow>(client, PLANNABLE_TASKS, [place.workspaceId, place.organizationId, place.globalEntitled]);
-  await createRun(client, place, input, tasks);
+  await createRun(client, place, input, tasks, issueToken);
 }
 
 /**

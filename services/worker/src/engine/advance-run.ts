@@ -12,6 +12,8 @@ import {
   numbered,
   StatementShapes,
   statusTimestampKey,
+  type CallbackToken,
+  type CallbackTokenIssuer,
   type EnforcementLevel,
   type Queryable,
   type RunSnapshot,
@@ -23,7 +25,6 @@ import {
   type TaskStageStatus,
 } from '@runtasks/shared';
 import type { Pool, PoolClient } from 'pg';
-import type { IssuedToken } from './dispatch.ts';
 import type { RunExecutor } from './executor.ts';
 import {
   DISPATCH_RESULT_COLUMNS,
@@ -52,6 +53,8 @@ interface ResultRow {
   task_stage_id: string;
   status: TaskResultStatus;
   enforcement_level: EnforcementLevel;
+  /** No access token yet: planned by an earlier version, which issued tokens as results started; so does this, for such a result. */
+  tokenless: boolean;
 }
 
 export interface AdvanceSettings {
@@ -59,7 +62,7 @@ export interface AdvanceSettings {
   maxRuntimeSeconds: number;
   /** How long a started result's first delivery attempt is leased to the worker that started it. */
   attemptLeaseSeconds: number;
-  issueToken: (resultId: string) => IssuedToken;
+  issueToken: CallbackTokenIssuer;
 }
 
 /**
@@ -79,7 +82,8 @@ const MAX_STEPS = 32;
 export interface StartedResult {
   stageId: string;
   row: DispatchRow;
-  issued: IssuedToken;
+  /** The token issued as it started, if it had none (see ResultRow.tokenless); otherwise its row's. */
+  issued: CallbackToken | undefined;
 }
 
 /** The advance's one write: its text depends on what moved (a handful of shapes), each prepared. */
@@ -88,7 +92,8 @@ const ADVANCE_WRITES = new StatementShapes('advance-write');
 /** A run's stages and their results in one query. */
 const RUN_STAGES = prepared(
   'run-stages',
-  `select ts.id, ts.stage, ts.status, ts.status_timestamps, tr.id as result_id, tr.status as result_status, tr.enforcement_level
+  `select ts.id, ts.stage, ts.status, ts.status_timestamps, tr.id as result_id, tr.status as result_status, tr.enforcement_level,
+          tr.callback_token_encrypted is null as tokenless
      from task_stages ts left join task_results tr on tr.task_stage_id = ts.id where ts.run_id = $1`,
 );
 
@@ -105,28 +110,32 @@ const LOCK_RUN = prepared(
     where r.id = $1 for update of r`,
 );
 
+/** A row of a stage joined with one of its results (or none). */
+type StageResultRow = StageRow & {
+  result_id: string | null;
+  result_status: TaskResultStatus | null;
+  enforcement_level: EnforcementLevel | null;
+  tokenless?: boolean | null;
+};
+
 async function readStages(client: Queryable, runId: string): Promise<{ stages: StageRow[]; results: ResultRow[] }> {
-  return groupStages(
-    await runPrepared<
-      StageRow & { result_id: string | null; result_status: TaskResultStatus | null; enforcement_level: EnforcementLevel | null }
-    >(client, RUN_STAGES, [runId]),
-  );
+  return groupStages(await runPrepared<StageResultRow>(client, RUN_STAGES, [runId]));
 }
 
-function groupStages(
-  rows: readonly (StageRow & {
-    result_id: string | null;
-    result_status: TaskResultStatus | null;
-    enforcement_level: EnforcementLevel | null;
-  })[],
-): { stages: StageRow[]; results: ResultRow[] } {
+function groupStages(rows: readonly StageResultRow[]): { stages: StageRow[]; results: ResultRow[] } {
   const stages = new Map<string, StageRow>();
   const results: ResultRow[] = [];
   for (const row of rows) {
     if (!stages.has(row.id))
       stages.set(row.id, { id: row.id, stage: row.stage, status: row.status, status_timestamps: row.status_timestamps });
     if (row.result_id && row.result_status && row.enforcement_level) {
-      results.push({ id: row.result_id, task_stage_id: row.id, status: row.result_status, enforcement_level: row.enforcement_level });
+      results.push({
+        id: row.result_id,
+        task_stage_id: row.id,
+        status: row.result_status,
+        enforcement_level: row.enforcement_level,
+        tokenless: row.tokenless === true,
+      });
     }
   }
   return { stages: [...stages.values()], results };
@@ -167,9 +176,7 @@ const RUN_SNAPSHOT = prepared(
  * locked path as before.
  */
 async function nothingToDo(em: EntityManager, runId: string): Promise<boolean> {
-  const rows = await runPrepared<
-    RunRow & StageRow & { result_id: string | null; result_status: TaskResultStatus | null; enforcement_level: EnforcementLevel | null }
-  >(await nativePool(em), RUN_SNAPSHOT, [runId]);
+  const rows = await runPrepared<RunRow & StageResultRow>(await nativePool(em), RUN_SNAPSHOT, [runId]);
   const first = rows[0] as ((typeof rows)[number] & { run_status: RunStatus }) | undefined;
   if (!first) return true;
   const { stages, results } = groupStages(rows.filter((row) => row.id !== null));
@@ -214,7 +221,7 @@ export async function advanceRun(
     let { stages, results } = await readStages(client, runId);
     if (run.status === 'pending' && stages.length === 0) {
       // Normally planned when the run was created; this is the repair for a run that was not.
-      await insertPlannedStages(tx, runId);
+      await insertPlannedStages(tx, runId, settings.issueToken);
       ({ stages, results } = await readStages(client, runId));
     }
     const snapshot: RunSnapshot = {
@@ -230,7 +237,7 @@ export async function advanceRun(
     const runTransitions: string[] = [];
     let runWarning = false;
     const stageWrites = new Map<string, { status: TaskStageStatus; keys: string[] }>();
-    const startedResults: string[] = [];
+    const startedResults: ResultRow[] = [];
     const setRun = (status: RunStatus, warning = false): void => {
       runTransitions.push(statusTimestampKey(status));
       runWarning ||= warning;
@@ -257,29 +264,32 @@ export async function advanceRun(
         params.push(stage.status, ...keys, stage.keys.length, id);
       }
       // Started results are claimed for their first attempt here (what dispatch's claim does for a retry):
-      // leased, with their access token, and read with what their payload needs.
-      const issued = new Map(startedResults.map((id) => [id, settings.issueToken(id)]));
-      if (issued.size > 0) {
+      // leased, and read with what their payload needs. Their access tokens were issued when they were
+      // planned; one planned without (by an earlier version) gets its token now.
+      const issued = new Map(
+        startedResults.filter((result) => result.tokenless).map((result) => [result.id, settings.issueToken(result.id)]),
+      );
+      if (startedResults.length > 0) {
         parts.push(
           `started as (update task_results tr set status = 'running', status_timestamps = ${timestampsSql(['running-at'])},
              version = tr.version + 1, updated_at = now(), progress_deadline = now() + make_interval(secs => ?),
              hard_deadline = now() + make_interval(secs => ?), attempts = tr.attempts + 1,
              next_attempt_at = now() + make_interval(secs => ?::double precision),
-             callback_token_hash = case when tr.callback_token_encrypted is null then t.hash else tr.callback_token_hash end,
+             callback_token_hash = coalesce(tr.callback_token_hash, t.hash),
              callback_token_encrypted = coalesce(tr.callback_token_encrypted, t.encrypted)
              from unnest(?::text[], ?::text[], ?::text[]) as t(id, hash, encrypted)
            where tr.id = t.id and tr.status = 'pending'
            returning ${DISPATCH_RESULT_COLUMNS}, tr.task_stage_id)`,
         );
-        const tokens = [...issued.values()];
+        const tokens = startedResults.map((result) => issued.get(result.id));
         params.push(
           'running-at',
           settings.progressTimeoutSeconds,
           settings.maxRuntimeSeconds,
           settings.attemptLeaseSeconds,
-          [...issued.keys()],
-          tokens.map((token) => token.hash),
-          tokens.map((token) => token.encrypted),
+          startedResults.map((result) => result.id),
+          tokens.map((token) => token?.hash ?? null),
+          tokens.map((token) => token?.encrypted ?? null),
         );
       }
       if (runTransitions.length > 0) {
@@ -294,16 +304,16 @@ export async function advanceRun(
       const started = await ADVANCE_WRITES.run<DispatchResultFields & { task_stage_id: string }>(
         client,
         // `started` returns an explicit column list, so `*` here cannot change under a cached plan.
-        numbered(`with ${parts.join(',\n')} ${issued.size > 0 ? 'select * from started' : 'select null where false'}`),
+        numbered(`with ${parts.join(',\n')} ${startedResults.length > 0 ? 'select * from started' : 'select null where false'}`),
         params,
       );
       const runFields = dispatchRunFields(run);
       const stageNames = new Map(stages.map((stage) => [stage.id, stage.stage]));
-      // Every returned row was updated from one of `issued`'s entries (joined on its id), in one of this run's stages.
+      // Every returned row is one of startedResults (joined on its id), in one of this run's stages.
       return started.map(({ task_stage_id: stageId, ...result }) => ({
         stageId,
         row: { ...result, ...runFields, stage: stageNames.get(stageId) as RunStage },
-        issued: issued.get(result.id) as IssuedToken,
+        issued: issued.get(result.id),
       }));
     };
 
@@ -329,7 +339,7 @@ export async function advanceRun(
             for (const result of results) {
               if (result.task_stage_id !== stage.id || result.status !== 'pending') continue;
               result.status = 'running';
-              startedResults.push(result.id);
+              startedResults.push(result);
             }
           }
           setRun(step.runStatus);

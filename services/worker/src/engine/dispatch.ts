@@ -1,13 +1,14 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import {
-  CALLBACK_TOKEN_PREFIX,
   DB_NOW_ISO,
   describeOutcome,
+  issueCallbackToken,
   nativePool,
   prepared,
   runPrepared,
   encodePayload,
   retryDelayMs,
+  type CallbackToken,
   type DeliveryErrorKind,
   type DeliveryOutcome,
   type SecretBox,
@@ -146,22 +147,11 @@ async function recordAttempt(
   );
 }
 
-/** A result's callback access token: random, stored hashed (for lookup) and encrypted (so a re-dispatch reuses it). */
-export interface IssuedToken {
-  token: string;
-  hash: string;
-  encrypted: string;
-}
-
-/** Bound to its result, so the API checks a callback's token before reading its body without a lookup. */
-export function issueToken(secrets: SecretBox, resultId: string): IssuedToken {
-  const token = secrets.bindToken(CALLBACK_TOKEN_PREFIX, resultId);
-  return { token, hash: secrets.hashToken(token), encrypted: secrets.encrypt(token) };
-}
-
-/** The token a claimed row carries: the one just issued, or (claimed earlier) the stored one. */
-export function tokenOf(secrets: SecretBox, row: DispatchRow, issued: IssuedToken): string {
-  return row.callback_token_encrypted === issued.encrypted ? issued.token : secrets.decrypt(row.callback_token_encrypted ?? '');
+/** The token a claimed row carries: the one just issued, or (issued earlier) the stored one. */
+export function tokenOf(secrets: SecretBox, row: DispatchRow, issued: CallbackToken | undefined): string {
+  return issued !== undefined && row.callback_token_encrypted === issued.encrypted
+    ? issued.token
+    : secrets.decrypt(row.callback_token_encrypted ?? '');
 }
 
 /**
@@ -171,7 +161,7 @@ export function tokenOf(secrets: SecretBox, row: DispatchRow, issued: IssuedToke
 export async function dispatchResult(em: EntityManager, deps: DispatchDeps, resultId: string): Promise<DispatchOutcome> {
   // A result without a token gets this candidate with the claim; one that has one (set by an earlier
   // attempt or by another dispatcher first) keeps it, so the task server sees one token per result.
-  const issued = issueToken(deps.secrets, resultId);
+  const issued = issueCallbackToken(deps.secrets, resultId);
   // The claim leases the result, so a duplicated or re-driven job skips it, and a dispatcher that dies
   // mid-attempt leaves a lease the sweeper re-drives once it expires. It returns what the payload needs.
   const [claimed] = await runPrepared<DispatchRow>(await nativePool(em), CLAIM, [

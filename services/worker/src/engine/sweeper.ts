@@ -8,31 +8,29 @@ export interface SweepResult {
   resultIds: { id: string; attempt: number }[];
 }
 
+/** Runs that can still have open results: `runs_unfinished_idx`'s predicate, word for word, so a query saying it reads that index. */
+const UNFINISHED_RUN = `status not in ('applied', 'post_apply_completed', 'planned_and_finished', 'discarded', 'errored', 'canceled')`;
+
 /**
- * The safety net that makes Redis optional for correctness: deadlines live in PostgreSQL, and this
- * periodic pass ends expired results and re-drives whatever a lost job left behind.
+ * The results of the runs in flight, reached through the unfinished runs' index: no index on
+ * task_results mentions a status or a deadline (an index that did would cost every start and every
+ * close new entries in all of task_results' indexes), and a result can be open with a deadline only
+ * while its run is unfinished (a run that ends cancels its open results, or has none left). So each
+ * pass reads what is in flight, however many finished results there are (test/plans.int.test.ts).
  */
+const IN_FLIGHT_RESULTS = `runs r join task_stages ts on ts.run_id = r.id join task_results tr on tr.task_stage_id = ts.id
+  where r.${UNFINISHED_RUN}`;
+
 /**
- * Ends results past their progress deadline or hard deadline as `errored` (one conditional update, so
- * a callback racing the deadline and this agree on exactly one terminal transition): every such result,
- * or those of one stage or one result (a deadline job). Returns their runs.
+ * Ends the due results `from` names (a FROM clause ending in a WHERE condition) as `errored`: past their
+ * progress deadline or hard deadline. One conditional update, so a callback racing the deadline and this
+ * agree on exactly one terminal transition. Returns their runs.
  */
-export async function expireResults(
-  em: EntityManager,
-  only: { resultId: string } | { stageId: string } | undefined = undefined,
-): Promise<string[]> {
-  const [filter, params] =
-    only === undefined ? ['', []] : 'stageId' in only ? ['and tr.task_stage_id = ?', [only.stageId]] : ['and tr.id = ?', [only.resultId]];
-  const rows = await em.execute<{ run_id: string }[]>(
-    `with due as (
+const expireSql = (from: string): string => `with due as (
        -- Locked in id order (then their stages, by the trigger), so two passes over the same results never deadlock.
-       -- A result with a hard deadline has a progress deadline (a constraint says so); saying so lets
-       -- this use the deadline index, which holds open results with a progress deadline only.
-       select tr.id from task_results tr
-        where tr.status in ('pending', 'running') and tr.progress_deadline is not null
-          and (tr.progress_deadline < now() or tr.hard_deadline < now())
-          ${filter}
-        order by tr.id for update),
+       select tr.id from ${from}
+          and tr.status in ('pending', 'running') and (tr.progress_deadline < now() or tr.hard_deadline < now())
+        order by tr.id for update of tr),
      expired as (
        update task_results tr set status = 'errored',
               message = case when tr.hard_deadline < now() then 'The run task ran longer than its maximum runtime.'
@@ -41,31 +39,49 @@ export async function expireResults(
               version = tr.version + 1, updated_at = now()
          from due where tr.id = due.id and tr.status in ('pending', 'running')
         returning tr.task_stage_id)
-     select distinct ts.run_id from expired e join task_stages ts on ts.id = e.task_stage_id`,
-    params,
-  );
+     select distinct ts.run_id from expired e join task_stages ts on ts.id = e.task_stage_id`;
+
+/** The sweeper's: every due result of the runs in flight. */
+export const EXPIRE_IN_FLIGHT_SQL = expireSql(IN_FLIGHT_RESULTS);
+const EXPIRE_IN_STAGE_SQL = expireSql('task_results tr where tr.task_stage_id = ?');
+const EXPIRE_ONE_SQL = expireSql('task_results tr where tr.id = ?');
+
+/** Ends the due results of the runs in flight (the sweeper), or of one stage or one result (a deadline job). Returns their runs. */
+export async function expireResults(
+  em: EntityManager,
+  only: { resultId: string } | { stageId: string } | undefined = undefined,
+): Promise<string[]> {
+  const [sql, params] =
+    only === undefined
+      ? [EXPIRE_IN_FLIGHT_SQL, []]
+      : 'stageId' in only
+        ? [EXPIRE_IN_STAGE_SQL, [only.stageId]]
+        : [EXPIRE_ONE_SQL, [only.resultId]];
+  const rows = await em.execute<{ run_id: string }[]>(sql, params);
   return rows.map((row) => row.run_id);
 }
 
+/** Results of the runs in flight whose next delivery attempt is overdue by `?` seconds: their delayed job was lost. */
+export const OVERDUE_DELIVERIES_SQL = `select tr.id, tr.attempts from ${IN_FLIGHT_RESULTS}
+        and tr.status = 'running' and tr.acknowledged_at is null and tr.next_attempt_at < now() - make_interval(secs => ?)
+      order by tr.next_attempt_at limit 500`;
+
 /**
- * The runs the sweeper re-drives. Its condition on `status` is the predicate of `runs_unfinished_idx`
- * word for word, so PostgreSQL reads that index (the unfinished runs, oldest first) and never the
- * finished runs, however many there are (test/plans.int.test.ts checks the plan).
+ * The runs the sweeper re-drives. Its condition on `status` is the predicate of `runs_unfinished_idx`,
+ * so PostgreSQL reads that index (the unfinished runs, oldest first) and never the finished runs,
+ * however many there are (test/plans.int.test.ts checks the plan).
  */
 export const IDLE_RUNS_SQL = `select id from runs
-      where status not in ('applied', 'post_apply_completed', 'planned_and_finished', 'discarded', 'errored', 'canceled')
-        and updated_at < now() - make_interval(secs => ?)
+      where ${UNFINISHED_RUN} and updated_at < now() - make_interval(secs => ?)
       order by updated_at limit 500`;
 
+/**
+ * The safety net that makes Redis optional for correctness: deadlines live in PostgreSQL, and this
+ * periodic pass ends expired results and re-drives whatever a lost job left behind.
+ */
 export async function sweep(em: EntityManager, graceSeconds: number): Promise<SweepResult> {
   const expired = await expireResults(em);
-  const overdue = await em.execute<{ id: string; attempts: number }[]>(
-    `select id, attempts from task_results
-      where status = 'running' and progress_deadline is not null and acknowledged_at is null
-        and next_attempt_at < now() - make_interval(secs => ?)
-      order by next_attempt_at limit 500`,
-    [graceSeconds],
-  );
+  const overdue = await em.execute<{ id: string; attempts: number }[]>(OVERDUE_DELIVERIES_SQL, [graceSeconds]);
   // Non-final runs nobody touched for a while: advancing them is a no-op when they are waiting.
   const idle = await em.execute<{ id: string }[]>(IDLE_RUNS_SQL, [graceSeconds]);
   const runIds = [...new Set([...expired, ...idle.map((row) => row.id)])];

@@ -13,18 +13,17 @@ const TaskResultSchema = defineEntity({
   ],
   indexes: [
     {
-      // The sweeper's and the deadline jobs' results: only open ones with a deadline, so a result that
-      // ends leaves it (its final update writes no entry here). Only statements that say
-      // `progress_deadline is not null` can use it: a statement on one result must probe the primary
-      // key, never read every open result (see Migration20261123220000DeadlineIndexPredicate).
-      name: 'task_results_open_deadline_idx',
-      expression: `create index "task_results_open_deadline_idx" on "task_results" ("progress_deadline") where "status" in ('pending', 'running') and "progress_deadline" is not null`,
+      // Tokens only: a result gets its entry when its token is issued, not when it is planned. No index
+      // on task_results mentions `status` or a deadline, so an update that leaves the token alone (a
+      // start's acknowledgement, a close) can stay on its page (see Migration20261124120000HotTaskResults).
+      name: 'task_results_callback_token_hash_unique',
+      expression: `create unique index "task_results_callback_token_hash_unique" on "task_results" ("callback_token_hash") where "callback_token_hash" is not null`,
     },
   ],
   checks: [
     {
-      // The sweeper finds expired results through the deadline index, which holds results with a
-      // progress deadline: one with a hard deadline must have one too. As PostgreSQL prints it back.
+      // Both deadlines are set when a result starts, and callbacks move only the progress deadline: one
+      // with a hard deadline has a progress deadline. As PostgreSQL prints it back.
       name: 'task_results_deadlines_check',
       expression: '((hard_deadline IS NULL) OR (progress_deadline IS NOT NULL))',
     },
@@ -72,7 +71,7 @@ const TaskResultSchema = defineEntity({
       .onCreate(() => ({})),
     message: p.text().nullable(),
     url: p.text().nullable(),
-    callbackTokenHash: p.string().length(64).nullable().unique(),
+    callbackTokenHash: p.string().length(64).nullable(),
     // Encrypted so a re-dispatch of the same result carries the same access token.
     callbackTokenEncrypted: p.text().nullable(),
     acknowledgedAt: p.datetime().nullable(),

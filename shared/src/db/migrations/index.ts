@@ -9,6 +9,7 @@ import { Migration20261123110000HotUpdates } from './Migration20261123110000HotU
 import { Migration20261123220000DeadlineIndexPredicate } from './Migration20261123220000DeadlineIndexPredicate.ts';
 import { Migration20261124000000PrincipalNotify } from './Migration20261124000000PrincipalNotify.ts';
 import { Migration20261124100000RunsUnfinishedIndex } from './Migration20261124100000RunsUnfinishedIndex.ts';
+import { Migration20261124120000HotTaskResults } from './Migration20261124120000HotTaskResults.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
 export const MIGRATIONS: MigrationObject[] = [
@@ -22,4 +23,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261123220000DeadlineIndexPredicate', class: Migration20261123220000DeadlineIndexPredicate },
   { name: 'Migration20261124000000PrincipalNotify', class: Migration20261124000000PrincipalNotify },
   { name: 'Migration20261124100000RunsUnfinishedIndex', class: Migration20261124100000RunsUnfinishedIndex },
+  { name: 'Migration20261124120000HotTaskResults', class: Migration20261124120000HotTaskResults },
 ];

@@ -165,19 +165,21 @@ function pipelineReport(sides: Side<PipelineResult>[]): string[] {
     median(side.results.map((result) => (result.cpuMsPerRunByRole as Record<string, number>)[role] ?? Number.NaN));
   const throughput = (result: PipelineResult): Range => result.runsPerSecond;
   const cpu = (result: PipelineResult): Range => result.cpuMsPerRun;
+  // The server's WAL per run moves far less with the machine's load than CPU does (a ref from before it was measured has none).
+  const walKb = (side: Side<PipelineResult>): number => median(side.results.map((result) => (result.walBytesPerRun ?? Number.NaN) / 1024));
   return [
     `# Comparison: H1 pipeline, 2 stages × ${tasks} tasks, 1 worker${quick ? ' (quick)' : ''}`,
     '',
     `- Date: ${date}; ${cpuModel()}; ${rounds} round(s), interleaved: ${sides.map((side) => side.label).join(', then ')}`,
     `- Each round of each side: the benchmark's H1 method (warm-up, three samples, median); every sample of a side below.`,
     '',
-    '| side | runs/s | CPU-ms per run | ' + roles.join(' | ') + ' |',
-    '|---|---|---|' + roles.map(() => '---:').join('|') + '|',
+    '| side | runs/s | CPU-ms per run | ' + roles.join(' | ') + ' | WAL KB per run |',
+    '|---|---|---|' + roles.map(() => '---:').join('|') + '|---:|',
     ...sides.map(
       (side) =>
         `| ${side.label} | ${fmtRange(all(side, throughput))} | ${fmtRange(all(side, cpu), 2)} | ` +
         roles.map((role) => fmt(roleMedian(side, role), 2)).join(' | ') +
-        ' |',
+        ` | ${fmt(walKb(side), 1)} |`,
     ),
     '',
     `This tree ÷ ${ref}, round by round: ${ratioLine('runs/s', ratios(medians(head, throughput), medians(base, throughput)))}; ` +

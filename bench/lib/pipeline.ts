@@ -31,7 +31,7 @@ export interface PipelineSample {
   machinePercent: number;
   harnessMs: number;
   redisCommandsPerRun: number;
-  /** WAL PostgreSQL wrote per run (the whole server's, pg_stat_wal: other work on it counts too). */
+  /** WAL PostgreSQL wrote per run (the whole server's WAL position: other work on it counts too). */
   walBytesPerRun: number;
   createP50Ms: number;
   createP99Ms: number;
@@ -67,8 +67,12 @@ interface TaskServerStats {
   callbackStatuses: Record<string, number>;
 }
 
+/**
+ * The server's WAL insert position, in bytes. Not pg_stat_wal: backends report to it at most once a
+ * second, so a sample of a few seconds read it late (a short sample could show none at all).
+ */
 async function walBytes(stack: Stack): Promise<number> {
-  const { rows } = await stack.db.query<{ bytes: number }>('select wal_bytes::float8 as bytes from pg_stat_wal');
+  const { rows } = await stack.db.query<{ bytes: number }>(`select pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::float8 as bytes`);
   return Number(rows[0]?.bytes ?? Number.NaN);
 }
 

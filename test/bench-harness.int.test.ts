@@ -1,0 +1,73 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
+
+/**
+ * The benchmark harness (bench/) is run by hand, not by CI: this keeps it working. One small burst
+ * through the service and one through the lean reference, each on the harness's own processes (API,
+ * worker, task server that verifies signatures, load generator), in a database of this test's own.
+ */
+const DATABASE = `runtasks_bench_check_${process.pid}`;
+process.env['BENCH_DATABASE'] = DATABASE;
+// After BENCH_DATABASE is set: the harness reads it when its modules load.
+const { ADMIN_DATABASE_URL } = await import('../bench/lib/env.ts');
+const { burstSample } = await import('../bench/lib/pipeline.ts');
+const { leanOrg, seedPipelineOrg } = await import('../bench/lib/seed.ts');
+const { freshDatabase, Stack } = await import('../bench/lib/stack.ts');
+
+const RUNS = 10;
+const TASKS = 2;
+
+describe('the benchmark harness', () => {
+  beforeAll(async () => {
+    await freshDatabase();
+  }, 60_000);
+  afterAll(async () => {
+    const admin = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
+    await admin.connect();
+    try {
+      await admin.query(`drop database if exists ${admin.escapeIdentifier(DATABASE)} with (force)`);
+    } finally {
+      await admin.end();
+    }
+  });
+
+  it.each([
+    ['the service', false],
+    ['the lean reference', true],
+  ])(
+    'completes a burst of runs through %s, every task request signed and called back, and measures it',
+    async (_, lean) => {
+      const stack = await Stack.start({ workers: 1, ...(lean ? { lean: { tasks: TASKS } } : {}) });
+      try {
+        const org = lean ? leanOrg() : await seedPipelineOrg(stack, 'harness-check', TASKS, 1);
+        const { sample } = await burstSample(stack, org, RUNS);
+        expect({
+          runs: sample.runs,
+          completed: sample.completed,
+          failed: sample.failed,
+          timedOut: sample.timedOut,
+          taskRequests: sample.taskRequests,
+          callbacksOk: sample.callbacksOk,
+          callbackOther: sample.callbackOther,
+          badSignatures: sample.badSignatures,
+        }).toEqual({
+          runs: RUNS,
+          completed: RUNS,
+          failed: 0,
+          timedOut: false,
+          taskRequests: RUNS * 2 * TASKS,
+          callbacksOk: RUNS * 2 * TASKS,
+          callbackOther: 0,
+          badSignatures: 0,
+        });
+        // What the report is made of: CPU from /proc for the processes it started, and the server's WAL.
+        expect(sample.cpuMsPerRun).toBeGreaterThan(0);
+        expect(sample.cpuMsPerRunByRole.postgres).toBeGreaterThan(0);
+        expect(sample.walBytesPerRun).toBeGreaterThan(0);
+      } finally {
+        await stack.stop();
+      }
+    },
+    120_000,
+  );
+});

@@ -1,15 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import pg from 'pg';
+import { dropDatabase, PREFIX, withAdminClient } from './support/databases.ts';
 
 /**
  * The benchmark harness (bench/) is run by hand, not by CI: this keeps it working. One small burst
  * through the service and one through the lean reference, each on the harness's own processes (API,
- * worker, task server that verifies signatures, load generator), in a database of this test's own.
+ * worker, task server that verifies signatures, load generator), in a database of this test's own
+ * (under the test run's prefix, so a run that dies leaves nothing the next one does not drop).
  */
-const DATABASE = `runtasks_bench_check_${process.pid}`;
+const DATABASE = `${PREFIX}_bench_harness`;
 process.env['BENCH_DATABASE'] = DATABASE;
+// On the servers the other tests use.
+if (process.env['TEST_POSTGRES_URL']) process.env['BENCH_POSTGRES_URL'] = process.env['TEST_POSTGRES_URL'];
+if (process.env['TEST_REDIS_URL']) process.env['BENCH_REDIS_URL'] = process.env['TEST_REDIS_URL'];
 // After BENCH_DATABASE is set: the harness reads it when its modules load.
-const { ADMIN_DATABASE_URL } = await import('../bench/lib/env.ts');
 const { burstSample } = await import('../bench/lib/pipeline.ts');
 const { leanOrg, seedPipelineOrg } = await import('../bench/lib/seed.ts');
 const { freshDatabase, Stack } = await import('../bench/lib/stack.ts');
@@ -22,13 +25,7 @@ describe('the benchmark harness', () => {
     await freshDatabase();
   }, 60_000);
   afterAll(async () => {
-    const admin = new pg.Client({ connectionString: ADMIN_DATABASE_URL });
-    await admin.connect();
-    try {
-      await admin.query(`drop database if exists ${admin.escapeIdentifier(DATABASE)} with (force)`);
-    } finally {
-      await admin.end();
-    }
+    await withAdminClient((client) => dropDatabase(client, DATABASE));
   });
 
   it.each([

@@ -1,13 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { CALLBACK_TOKEN_PREFIX, issueCallbackToken, nativePool, openOrm } from '@runtasks/shared';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { advanceRun, type StartedResult } from '../src/engine/advance-run.ts';
 import { ATTEMPT_LEASE_MS, tokenOf } from '../src/engine/dispatch.ts';
 import { immediateExecutor } from '../src/engine/executor.ts';
 import { attachTask, createRun, createTask, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
+import { startScriptedServer, type ScriptedServer } from '../../../test/support/scripted-server.ts';
 
 interface TokenColumns {
   id: string;
@@ -24,22 +23,20 @@ interface TokenColumns {
 describe('access tokens of task results', () => {
   let h: Harness;
   let orm: MikroORM;
-  let acknowledging: Server;
+  let taskServer: ScriptedServer;
   let f: Fixture;
   beforeAll(async () => {
     h = await startHarness();
     orm = await openOrm(h.config.databaseUrl, 2);
-    // Creating a task sends it a verification request.
-    acknowledging = createServer((req, res) => req.resume().on('end', () => res.writeHead(200).end()));
-    await new Promise<void>((resolve) => acknowledging.listen(0, '127.0.0.1', resolve));
+    // Creating a task sends it a verification request; the advances here deliver nothing.
+    taskServer = await startScriptedServer((_delivery, res) => res.writeHead(200).end());
     f = await seedOrganization(h, 'access-tokens');
-    const url = `http://127.0.0.1:${(acknowledging.address() as AddressInfo).port}/`;
     for (let index = 0; index < 2; index += 1)
-      await attachTask(h, f, f.workspaceId, await createTask(h, f, url), 'mandatory', ['pre_plan']);
+      await attachTask(h, f, f.workspaceId, await createTask(h, f, taskServer.url), 'mandatory', ['pre_plan']);
   });
   afterAll(async () => {
     await orm?.close();
-    if (acknowledging) await new Promise((resolve) => acknowledging.close(resolve));
+    await taskServer?.close();
     await h?.close();
   });
 

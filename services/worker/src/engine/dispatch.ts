@@ -159,8 +159,9 @@ export function tokenOf(secrets: SecretBox, row: DispatchRow, issued: CallbackTo
  * is claimed with a conditional update and final results are left alone.
  */
 export async function dispatchResult(em: EntityManager, deps: DispatchDeps, resultId: string): Promise<DispatchOutcome> {
-  // A result without a token gets this candidate with the claim; one that has one (set by an earlier
-  // attempt or by another dispatcher first) keeps it, so the task server sees one token per result.
+  // Results get their token when they are planned; one planned without (by an earlier version, which
+  // issued tokens at the first attempt) gets this candidate with the claim, and one that has a token keeps
+  // it, so the task server sees one token per result.
   const issued = issueCallbackToken(deps.secrets, resultId);
   // The claim leases the result, so a duplicated or re-driven job skips it, and a dispatcher that dies
   // mid-attempt leaves a lease the sweeper re-drives once it expires. It returns what the payload needs.

@@ -8,7 +8,7 @@ export interface SweepResult {
   resultIds: { id: string; attempt: number }[];
 }
 
-/** Runs that can still have open results: `runs_unfinished_idx`'s predicate, word for word, so a query saying it reads that index. */
+/** Runs that can still have open results: `runs_unfinished_idx`'s predicate, word for word, so that a query stating it can read that index. */
 const UNFINISHED_RUN = `status not in ('applied', 'post_apply_completed', 'planned_and_finished', 'discarded', 'errored', 'canceled')`;
 
 /**

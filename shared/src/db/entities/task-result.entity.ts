@@ -11,15 +11,6 @@ const TaskResultSchema = defineEntity({
     { name: 'task_results_stage_task_unique', properties: ['taskStage', 'taskId'] },
     { name: 'task_results_stage_workspace_task_unique', properties: ['taskStage', 'workspaceTaskId'] },
   ],
-  indexes: [
-    {
-      // Tokens only: a result gets its entry when its token is issued, not when it is planned. No index
-      // on task_results mentions `status` or a deadline, so an update that leaves the token alone (a
-      // start's acknowledgement, a close) can stay on its page (see Migration20261124120000HotTaskResults).
-      name: 'task_results_callback_token_hash_unique',
-      expression: `create unique index "task_results_callback_token_hash_unique" on "task_results" ("callback_token_hash") where "callback_token_hash" is not null`,
-    },
-  ],
   checks: [
     {
       // Both deadlines are set when a result starts, and callbacks move only the progress deadline: one
@@ -71,7 +62,9 @@ const TaskResultSchema = defineEntity({
       .onCreate(() => ({})),
     message: p.text().nullable(),
     url: p.text().nullable(),
-    callbackTokenHash: p.string().length(64).nullable(),
+    // Set when the run is planned, so a start changes no indexed column and stays on its page (no index
+    // on task_results mentions a status or a deadline either: Migration20261124120000HotTaskResults).
+    callbackTokenHash: p.string().length(64).nullable().unique(),
     // Encrypted so a re-dispatch of the same result carries the same access token.
     callbackTokenEncrypted: p.text().nullable(),
     acknowledgedAt: p.datetime().nullable(),

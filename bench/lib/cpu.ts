@@ -55,6 +55,11 @@ export function cpuModel(): string {
 export interface CpuReport {
   /** CPU milliseconds per role over the window. */
   ms: Record<Role, number>;
+  /**
+   * Processes measured per role. A short window can leave a role at 0 ms with its processes found
+   * (the kernel counts in 10 ms ticks per process), so this is what shows the meter saw them.
+   */
+  processes: Record<Role, number>;
   /** Sum of the roles. */
   totalMs: number;
   /** The benchmark harness itself (sampling and progress polling, with its PostgreSQL backend): reported, not counted in the total. */
@@ -166,12 +171,17 @@ export class CpuMeter {
     const usage = process.cpuUsage();
     const harnessMs = (usage.user + usage.system) / 1000 - this.harnessStart + (this.harnessBackendMs() - this.harnessBackendStart);
     const ms = Object.fromEntries(ROLES.map((role) => [role, 0])) as Record<Role, number>;
-    for (const entry of this.tracked.values()) ms[entry.role] += (entry.last - entry.first) * TICK_MS;
+    const processes = Object.fromEntries(ROLES.map((role) => [role, 0])) as Record<Role, number>;
+    for (const entry of this.tracked.values()) {
+      ms[entry.role] += (entry.last - entry.first) * TICK_MS;
+      processes[entry.role] += 1;
+    }
     const totalMs = ROLES.reduce((sum, role) => sum + ms[role], 0);
     const machineMs = (systemTicks() - this.systemStart) * TICK_MS;
     const foreignMs = Math.max(0, machineMs - totalMs - harnessMs);
     return {
       ms,
+      processes,
       totalMs,
       harnessMs,
       foreignPercent: (100 * foreignMs) / wallMs,

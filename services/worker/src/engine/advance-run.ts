@@ -89,49 +89,66 @@ export interface StartedResult {
 /** The advance's one write: its text depends on what moved (a handful of shapes), each prepared. */
 const ADVANCE_WRITES = new StatementShapes('advance-write');
 
+/** The columns of a stage joined with one of its results (or none), as every read of a run's stages names them. */
+const STAGE_RESULT_COLUMNS = `ts.id as stage_id, ts.stage, ts.status as stage_status, ts.status_timestamps, tr.id as result_id,
+          tr.status as result_status, tr.enforcement_level`;
+
 /** A run's stages and their results in one query. */
-const RUN_STAGES = prepared(
+const STAGES_OF_RUN = prepared(
   'run-stages',
-  `select ts.id, ts.stage, ts.status, ts.status_timestamps, tr.id as result_id, tr.status as result_status, tr.enforcement_level,
-          tr.callback_token_encrypted is null as tokenless
+  `select ${STAGE_RESULT_COLUMNS}, tr.callback_token_encrypted is null as tokenless
      from task_stages ts left join task_results tr on tr.task_stage_id = ts.id where ts.run_id = $1`,
 );
 
 /**
- * The run, locked: workers advancing one run take turns. With what the payloads of the results it
- * starts need of the run, its workspace and organization, so the write reads no other table. The
- * run's columns are its locked (newest) version; the workspace's and organization's names are as this
- * statement found them, so a rename committed while it waited for the lock shows from the next stage.
+ * The run, locked (workers advancing one run take turns), with its stages and results: one round trip.
+ * The run's columns are its locked (newest) version; the workspace's and organization's names, which
+ * the payloads of the results it starts need, are as this statement found them, so a rename committed
+ * while it waited for the lock shows from the next stage. So are the stages and results: read as the
+ * statement began, before any wait for the lock. `seen_version` is the run's version as of then too;
+ * where it differs from the locked version, an advance (or an action) committed meanwhile and the stages
+ * are read again. Where it does not, what others changed meanwhile without the run's lock (a callback's
+ * result, an override's stage) may be missing, as it may be when it commits just after a read under the
+ * lock: each of those wakes the run again once it has committed.
  */
-const LOCK_RUN = prepared(
-  'run-lock',
-  `select r.id, r.status, r.auto_apply, o.task_overrides_enabled as overrides_enabled, ${DISPATCH_RUN_COLUMNS}
-     from runs r join organizations o on o.id = r.organization_id join workspaces w on w.id = r.workspace_id
-    where r.id = $1 for update of r`,
+const LOCK_RUN_WITH_STAGES = prepared(
+  'run-lock-stages',
+  `with run as (
+     select r.id, r.status, r.version, r.auto_apply, o.task_overrides_enabled as overrides_enabled, ${DISPATCH_RUN_COLUMNS}
+       from runs r join organizations o on o.id = r.organization_id join workspaces w on w.id = r.workspace_id
+      where r.id = $1 for update of r)
+   select run.*, (select version from runs where id = $1) as seen_version, ${STAGE_RESULT_COLUMNS},
+          tr.callback_token_encrypted is null as tokenless
+     from run left join task_stages ts on ts.run_id = run.id left join task_results tr on tr.task_stage_id = ts.id`,
 );
 
-/** A row of a stage joined with one of its results (or none). */
-type StageResultRow = StageRow & {
+/** A row of a stage joined with one of its results (or none); no stage at all where the run has none. */
+interface StageResultRow {
+  stage_id: string | null;
+  stage: RunStage;
+  stage_status: TaskStageStatus;
+  status_timestamps: Record<string, string>;
   result_id: string | null;
   result_status: TaskResultStatus | null;
   enforcement_level: EnforcementLevel | null;
   tokenless?: boolean | null;
-};
+}
 
 async function readStages(client: Queryable, runId: string): Promise<{ stages: StageRow[]; results: ResultRow[] }> {
-  return groupStages(await runPrepared<StageResultRow>(client, RUN_STAGES, [runId]));
+  return groupStages(await runPrepared<StageResultRow>(client, STAGES_OF_RUN, [runId]));
 }
 
 function groupStages(rows: readonly StageResultRow[]): { stages: StageRow[]; results: ResultRow[] } {
   const stages = new Map<string, StageRow>();
   const results: ResultRow[] = [];
   for (const row of rows) {
-    if (!stages.has(row.id))
-      stages.set(row.id, { id: row.id, stage: row.stage, status: row.status, status_timestamps: row.status_timestamps });
+    if (row.stage_id === null) continue;
+    if (!stages.has(row.stage_id))
+      stages.set(row.stage_id, { id: row.stage_id, stage: row.stage, status: row.stage_status, status_timestamps: row.status_timestamps });
     if (row.result_id && row.result_status && row.enforcement_level) {
       results.push({
         id: row.result_id,
-        task_stage_id: row.id,
+        task_stage_id: row.stage_id,
         status: row.result_status,
         enforcement_level: row.enforcement_level,
         tokenless: row.tokenless === true,
@@ -158,10 +175,11 @@ function snapshotsOf(stages: readonly StageRow[], results: readonly ResultRow[])
   }));
 }
 
+type SnapshotRow = Omit<RunRow, 'id' | 'status'> & StageResultRow & { run_status: RunStatus };
+
 const RUN_SNAPSHOT = prepared(
   'run-snapshot',
-  `select r.status as run_status, r.plan_only, r.auto_apply, o.task_overrides_enabled as overrides_enabled,
-          ts.id, ts.stage, ts.status, ts.status_timestamps, tr.id as result_id, tr.status as result_status, tr.enforcement_level
+  `select r.status as run_status, r.plan_only, r.auto_apply, o.task_overrides_enabled as overrides_enabled, ${STAGE_RESULT_COLUMNS}
      from runs r join organizations o on o.id = r.organization_id
      left join task_stages ts on ts.run_id = r.id
      left join task_results tr on tr.task_stage_id = ts.id
@@ -176,10 +194,10 @@ const RUN_SNAPSHOT = prepared(
  * locked path as before.
  */
 async function nothingToDo(em: EntityManager, runId: string): Promise<boolean> {
-  const rows = await runPrepared<RunRow & StageResultRow>(await nativePool(em), RUN_SNAPSHOT, [runId]);
-  const first = rows[0] as ((typeof rows)[number] & { run_status: RunStatus }) | undefined;
+  const rows = await runPrepared<SnapshotRow>(await nativePool(em), RUN_SNAPSHOT, [runId]);
+  const first = rows[0];
   if (!first) return true;
-  const { stages, results } = groupStages(rows.filter((row) => row.id !== null));
+  const { stages, results } = groupStages(rows);
   if (ENDED.has(first.run_status) || (first.run_status === 'pending' && stages.length === 0)) return false;
   const snapshot: RunSnapshot = {
     status: first.run_status,
@@ -189,6 +207,8 @@ async function nothingToDo(em: EntityManager, runId: string): Promise<boolean> {
   };
   return nextRunStep(snapshot, snapshotsOf(stages, results)).kind === 'wait';
 }
+
+type LockedRow = RunRow & DispatchRunFields & StageResultRow & { version: number; seen_version: number };
 
 /**
  * The advance's transaction runs its statements' generic plans, by index: each finds its rows by key,
@@ -216,9 +236,10 @@ export async function advanceRun(
   // On a client of its own (not the unit of work): its hot statements are prepared (see prepared.ts).
   return inAdvanceTransaction(await nativePool(em), async (client) => {
     const tx = clientRunner(client);
-    const [run] = await runPrepared<RunRow & DispatchRunFields>(client, LOCK_RUN, [runId]);
+    const rows = await runPrepared<LockedRow>(client, LOCK_RUN_WITH_STAGES, [runId]);
+    const run = rows[0];
     if (!run) return [];
-    let { stages, results } = await readStages(client, runId);
+    let { stages, results } = run.version === run.seen_version ? groupStages(rows) : await readStages(client, runId);
     if (run.status === 'pending' && stages.length === 0) {
       // Normally planned when the run was created; this is the repair for a run that was not.
       await insertPlannedStages(tx, runId, settings.issueToken);

@@ -34,24 +34,28 @@ export interface OutboxRelayOptions {
   publishTimeoutMs?: number;
 }
 
-/** $1 batch size. */
+/**
+ * Claims up to $1 unpublished events, oldest first, and marks them published in the same statement
+ * (one round trip): the mark commits only once Redis has accepted them, and a publication that fails
+ * rolls it back with the claim. SKIP LOCKED lets relays claim disjoint batches.
+ */
 const CLAIM_EVENTS = prepared(
-  'outbox-claim',
-  `select id, topic, aggregate_id, payload from outbox_events where published_at is null order by id limit $1 for update skip locked`,
+  'outbox-claim-mark',
+  `update outbox_events o set published_at = now(), publish_attempts = o.publish_attempts + 1
+     from (select id from outbox_events where published_at is null order by id limit $1 for update skip locked) claimed
+    where o.id = claimed.id
+    returning o.id, o.topic, o.aggregate_id, o.payload`,
 );
 
-/** $1 the claimed rows' ids. */
-const MARK_PUBLISHED = prepared(
-  'outbox-published',
-  `update outbox_events set published_at = now(), publish_attempts = publish_attempts + 1 where id = any($1::bigint[])`,
-);
+/** Event ids are bigints (as text): oldest first, as they were claimed. */
+const byId = (a: OutboxRow, b: OutboxRow): number => a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
 export const JOB_RETENTION = { removeOnComplete: { age: 86_400, count: 1000 }, removeOnFail: { age: 7 * 86_400 } } as const;
 
 /**
  * Publishes outbox events to BullMQ. Rows are claimed with SKIP LOCKED, so any number of relays can
- * run; an event is marked published only after Redis accepted it, and a deterministic job id makes a
- * second publication (after a crash between the two) a no-op.
+ * run; an event's mark as published commits only after Redis accepted it, and a deterministic job id
+ * makes a second publication (after a crash between the two) a no-op.
  */
 export class OutboxRelay {
   private readonly options: OutboxRelayOptions;
@@ -125,13 +129,12 @@ export class OutboxRelay {
   }
 
   private async publishBatch(): Promise<number> {
-    // On a client of the pool, in a transaction: the claim's row locks hold until the rows are marked
-    // published (or the claim is rolled back). Prepared: this runs for every run and stage.
+    // On a client of the pool, in a transaction: the claim (and its mark) holds the rows until Redis has
+    // accepted their jobs and it commits, or is rolled back. Prepared: this runs for every run and stage.
     return inTransaction(await nativePool(this.options.orm.em), async (client) => {
-      const rows = await runPrepared<OutboxRow>(client, CLAIM_EVENTS, [BATCH_SIZE]);
+      const rows = (await runPrepared<OutboxRow>(client, CLAIM_EVENTS, [BATCH_SIZE])).sort(byId);
       if (rows.length === 0) return 0;
       await this.addJobs(rows);
-      await runPrepared(client, MARK_PUBLISHED, [rows.map((row) => row.id)]);
       if (Date.now() - this.prunedAt >= PRUNE_INTERVAL_MS) {
         this.prunedAt = Date.now();
         await client.query(`delete from outbox_events where published_at < now() - interval '${RETENTION}'`);

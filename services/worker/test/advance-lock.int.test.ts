@@ -1,12 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type { MikroORM } from '@mikro-orm/postgresql';
-import { issueCallbackToken, nativePool, openOrm } from '@runtasks/shared';
-import { advanceRun, type StartedResult } from '../src/engine/advance-run.ts';
-import { ATTEMPT_LEASE_MS } from '../src/engine/dispatch.ts';
-import { immediateExecutor } from '../src/engine/executor.ts';
-import { attachTask, createRun, createTask, eventually, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
-import { startHarness, type Harness } from '../../../test/support/harness.ts';
-import { startScriptedServer, type ScriptedServer } from '../../../test/support/scripted-server.ts';
+import { nativePool } from '@runtasks/shared';
+import { createRun, eventually } from '../../../test/support/fixtures.ts';
+import { startAdvanceFixture, type AdvanceFixture } from './support/advance-fixture.ts';
 
 interface Versions {
   run: { status: string; version: number };
@@ -20,42 +15,16 @@ interface Versions {
  * the waiting one must not act on what it read before: it reads the stages again.
  */
 describe("an advance that waited for the run's lock", () => {
-  let h: Harness;
-  let orm: MikroORM;
-  let taskServer: ScriptedServer;
-  let f: Fixture;
+  let fx: AdvanceFixture;
   beforeAll(async () => {
-    h = await startHarness();
-    orm = await openOrm(h.config.databaseUrl, 4);
-    // Creating a task sends it a verification request; the advances here deliver nothing.
-    taskServer = await startScriptedServer((_delivery, res) => res.writeHead(200).end());
-    f = await seedOrganization(h, 'advance-lock');
-    for (let index = 0; index < 2; index += 1)
-      await attachTask(h, f, f.workspaceId, await createTask(h, f, taskServer.url), 'mandatory', ['pre_plan', 'post_plan']);
+    fx = await startAdvanceFixture('advance-lock', ['pre_plan', 'post_plan']);
   });
   afterAll(async () => {
-    await orm?.close();
-    await taskServer?.close();
-    await h?.close();
+    await fx?.close();
   });
-
-  const advance = (runId: string): Promise<StartedResult[]> =>
-    advanceRun(
-      orm.em.fork(),
-      runId,
-      immediateExecutor,
-      {
-        progressTimeoutSeconds: 600,
-        maxRuntimeSeconds: 3600,
-        attemptLeaseSeconds: ATTEMPT_LEASE_MS / 1000,
-        issueToken: (resultId) => issueCallbackToken(h.secrets, resultId),
-      },
-      { precheck: false },
-    );
-
   /** Every version and status the advance writes: a second move of the same step would show in them. */
   const versionsOf = async (runId: string): Promise<Versions> => {
-    const pool = await nativePool(orm.em);
+    const pool = await nativePool(fx.orm.em);
     const [run] = (await pool.query<Versions['run']>('select status, version from runs where id = $1', [runId])).rows;
     const stages = (
       await pool.query<Versions['stages'][number]>('select stage, status, version from task_stages where run_id = $1 order by stage', [
@@ -74,19 +43,19 @@ describe("an advance that waited for the run's lock", () => {
 
   it('reads the stages again and starts nothing twice', async () => {
     // What one advance alone leaves: the oracle.
-    const alone = await createRun(h, f.organizationToken, f.workspaceId);
-    expect(await advance(alone)).toHaveLength(2);
+    const alone = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    expect(await fx.advance(alone)).toHaveLength(2);
     const expected = await versionsOf(alone);
     expect(expected.results.filter((result) => result.status === 'running')).toHaveLength(2);
 
-    const raced = await createRun(h, f.organizationToken, f.workspaceId);
-    const pool = await nativePool(orm.em);
+    const raced = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    const pool = await nativePool(fx.orm.em);
     const holder = await pool.connect();
     try {
       // Both advances start their statements (and take their snapshots) while the run is locked here.
       await holder.query('begin');
       await holder.query('select id from runs where id = $1 for update', [raced]);
-      const advances = [advance(raced), advance(raced)];
+      const advances = [fx.advance(raced), fx.advance(raced)];
       await eventually(async () => {
         const { rows } = await pool.query<{ waiting: number }>(
           `select count(*)::int as waiting from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,

@@ -10,6 +10,7 @@ import { advanceRun } from '../services/worker/src/engine/advance-run.ts';
 import { ACKNOWLEDGE, ATTEMPT_LEASE_MS, CLAIM } from '../services/worker/src/engine/dispatch.ts';
 import { immediateExecutor } from '../services/worker/src/engine/executor.ts';
 import { EXPIRE_IN_FLIGHT_SQL, IDLE_RUNS_SQL, OVERDUE_DELIVERIES_SQL } from '../services/worker/src/engine/sweeper.ts';
+import { CLAIM_EVENTS } from '../services/worker/src/outbox-relay.ts';
 import { attachTask, createRun, createTask, seedOrganization } from './support/fixtures.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 
@@ -244,6 +245,31 @@ describe("the sweeper's queries", () => {
   ])("reach the %s through the unfinished runs' index, never reading every run or result", async (_, sql) => {
     const plan = await planOf(sql);
     expect(plan).toContain('runs_unfinished_idx');
+    expect(plan).not.toContain('Seq Scan');
+  });
+});
+
+/**
+ * The outbox relay claims (and marks) the oldest unpublished events for every run and stage, in a
+ * table that keeps every published event for seven days: its generic plan must read only the
+ * unpublished ones, through their partial index.
+ */
+describe("the outbox relay's claim", () => {
+  const connection = inRolledBackTransaction('plans-outbox', async (client) => {
+    await client.query(
+      `insert into outbox_events (topic, aggregate_id, payload, created_at, publish_attempts, published_at)
+       select 'run.advance', 'run-' || n, jsonb_build_object('runId', 'run-' || n), now(), 1, now() from generate_series(1, 3000) n`,
+    );
+    await client.query('analyze outbox_events');
+    await client.query('set local plan_cache_mode = force_generic_plan');
+  });
+
+  it('reads the unpublished events by their index, never every event', async () => {
+    const client = connection();
+    await client.query(`prepare probe_outbox_claim as ${CLAIM_EVENTS.text}`);
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>('explain (costs off) execute probe_outbox_claim(100)');
+    const plan = rows.map((row) => row['QUERY PLAN']).join('\n');
+    expect(plan).toContain('outbox_events_unpublished_idx');
     expect(plan).not.toContain('Seq Scan');
   });
 });

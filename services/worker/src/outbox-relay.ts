@@ -39,7 +39,7 @@ export interface OutboxRelayOptions {
  * (one round trip): the mark commits only once Redis has accepted them, and a publication that fails
  * rolls it back with the claim. SKIP LOCKED lets relays claim disjoint batches.
  */
-const CLAIM_EVENTS = prepared(
+export const CLAIM_EVENTS = prepared(
   'outbox-claim-mark',
   `update outbox_events o set published_at = now(), publish_attempts = o.publish_attempts + 1
      from (select id from outbox_events where published_at is null order by id limit $1 for update skip locked) claimed

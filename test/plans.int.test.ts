@@ -1,17 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type { MikroORM } from '@mikro-orm/postgresql';
-import { issueCallbackToken, nativePool, newId, numbered, openOrm, type PreparedStatement } from '@runtasks/shared';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { nativePool, newId, numbered, type PreparedStatement } from '@runtasks/shared';
 import type { PoolClient } from 'pg';
 import { CALLBACK } from '../services/api/src/routes/callback.routes.ts';
 import { taskPageText } from '../services/api/src/routes/run-tasks.routes.ts';
-import { advanceRun } from '../services/worker/src/engine/advance-run.ts';
-import { ACKNOWLEDGE, ATTEMPT_LEASE_MS, CLAIM } from '../services/worker/src/engine/dispatch.ts';
-import { immediateExecutor } from '../services/worker/src/engine/executor.ts';
+import { ACKNOWLEDGE, CLAIM } from '../services/worker/src/engine/dispatch.ts';
 import { EXPIRE_IN_FLIGHT_SQL, IDLE_RUNS_SQL, OVERDUE_DELIVERIES_SQL } from '../services/worker/src/engine/sweeper.ts';
 import { CLAIM_EVENTS } from '../services/worker/src/outbox-relay.ts';
-import { attachTask, createRun, createTask, seedOrganization } from './support/fixtures.ts';
+import { startAdvanceFixture, type AdvanceFixture } from '../services/worker/test/support/advance-fixture.ts';
+import { createRun, seedOrganization } from './support/fixtures.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 
 /**
@@ -146,42 +142,24 @@ describe('statements that settle on a generic plan', () => {
  * the cached plans are the advances' own).
  */
 describe("the advance's statements", () => {
-  let h: Harness;
-  let orm: MikroORM;
-  let acknowledging: Server;
+  let fx: AdvanceFixture;
   beforeAll(async () => {
-    h = await startHarness();
-    orm = await openOrm(h.config.databaseUrl, 1);
-    // Creating a task sends it a verification request.
-    acknowledging = createServer((req, res) => req.resume().on('end', () => res.writeHead(200).end()));
-    await new Promise<void>((resolve) => acknowledging.listen(0, '127.0.0.1', resolve));
+    // Two tasks at each stage; one connection, so pg_prepared_statements shows the advances' own.
+    fx = await startAdvanceFixture('plans-advance', ['pre_plan', 'post_plan'], 1);
   });
   afterAll(async () => {
-    await orm?.close();
-    if (acknowledging) await new Promise((resolve) => acknowledging.close(resolve));
-    await h?.close();
+    await fx?.close();
   });
 
   it('run their generic plans from the first execution, reading by index', async () => {
-    const f = await seedOrganization(h, 'plans-advance');
-    const url = `http://127.0.0.1:${(acknowledging.address() as AddressInfo).port}/`;
-    for (const stage of ['pre_plan', 'post_plan'] as const) {
-      for (let index = 0; index < 2; index += 1) await attachTask(h, f, f.workspaceId, await createTask(h, f, url), 'mandatory', [stage]);
-    }
-    const settings = {
-      progressTimeoutSeconds: 600,
-      maxRuntimeSeconds: 3600,
-      attemptLeaseSeconds: ATTEMPT_LEASE_MS / 1000,
-      issueToken: (resultId: string) => issueCallbackToken(h.secrets, resultId),
-    };
     let started = 0;
     for (let run = 0; run < 8; run += 1) {
       // Starts the run's first stage and its two results: the write with every part (stage, results, run).
-      const runId = await createRun(h, f.organizationToken, f.workspaceId);
-      started += (await advanceRun(orm.em.fork(), runId, immediateExecutor, settings, { precheck: false })).length;
+      const runId = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+      started += (await fx.advance(runId)).length;
     }
     expect(started).toBe(16);
-    const pool = await nativePool(orm.em);
+    const pool = await nativePool(fx.orm.em);
     const { rows } = await pool.query<{ name: string; generic_plans: string; custom_plans: string; parameters: number }>(
       `select name, generic_plans, custom_plans, cardinality(parameter_types) as parameters from pg_prepared_statements
         where name like 'advance-write%' or name in ('run-lock-stages', 'run-stages') order by name`,

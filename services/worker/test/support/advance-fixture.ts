@@ -20,7 +20,8 @@ export interface AdvanceFixture {
   close: () => Promise<void>;
 }
 
-export async function startAdvanceFixture(name: string, stages: readonly RunStage[]): Promise<AdvanceFixture> {
+/** `connections`: the fixture's own pool (1 where a test reads the prepared statements of the advances' connection). */
+export async function startAdvanceFixture(name: string, stages: readonly RunStage[], connections = 4): Promise<AdvanceFixture> {
   const h = await startHarness();
   let orm: MikroORM | undefined;
   let taskServer: ScriptedServer | undefined;
@@ -30,7 +31,7 @@ export async function startAdvanceFixture(name: string, stages: readonly RunStag
     await h.close();
   };
   try {
-    orm = await openOrm(h.config.databaseUrl, 4);
+    orm = await openOrm(h.config.databaseUrl, connections);
     // Creating a task sends it a verification request; the advances deliver nothing (their caller would).
     taskServer = await startScriptedServer((_delivery, res) => res.writeHead(200).end());
     const f = await seedOrganization(h, name);

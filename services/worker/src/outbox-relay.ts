@@ -37,18 +37,18 @@ export interface OutboxRelayOptions {
 /**
  * Claims up to $1 unpublished events, oldest first, and marks them published in the same statement
  * (one round trip): the mark commits only once Redis has accepted them, and a publication that fails
- * rolls it back with the claim. SKIP LOCKED lets relays claim disjoint batches.
+ * rolls it back with the claim. SKIP LOCKED lets relays claim disjoint batches. Returned oldest first,
+ * the order their jobs are added in (an UPDATE's RETURNING has none of its own).
  */
 export const CLAIM_EVENTS = prepared(
   'outbox-claim-mark',
-  `update outbox_events o set published_at = now(), publish_attempts = o.publish_attempts + 1
-     from (select id from outbox_events where published_at is null order by id limit $1 for update skip locked) claimed
-    where o.id = claimed.id
-    returning o.id, o.topic, o.aggregate_id, o.payload`,
+  `with claimed as (
+     update outbox_events o set published_at = now(), publish_attempts = o.publish_attempts + 1
+       from (select id from outbox_events where published_at is null order by id limit $1 for update skip locked) oldest
+      where o.id = oldest.id
+      returning o.id, o.topic, o.aggregate_id, o.payload)
+   select * from claimed order by id`,
 );
-
-/** Event ids are bigints (as text): oldest first, as they were claimed. */
-const byId = (a: OutboxRow, b: OutboxRow): number => a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
 export const JOB_RETENTION = { removeOnComplete: { age: 86_400, count: 1000 }, removeOnFail: { age: 7 * 86_400 } } as const;
 
@@ -132,7 +132,7 @@ export class OutboxRelay {
     // On a client of the pool, in a transaction: the claim (and its mark) holds the rows until Redis has
     // accepted their jobs and it commits, or is rolled back. Prepared: this runs for every run and stage.
     return inTransaction(await nativePool(this.options.orm.em), async (client) => {
-      const rows = (await runPrepared<OutboxRow>(client, CLAIM_EVENTS, [BATCH_SIZE])).sort(byId);
+      const rows = await runPrepared<OutboxRow>(client, CLAIM_EVENTS, [BATCH_SIZE]);
       if (rows.length === 0) return 0;
       await this.addJobs(rows);
       if (Date.now() - this.prunedAt >= PRUNE_INTERVAL_MS) {

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
-import { JOBS, QUEUES, runCreatedJobId, type Config } from '@runtasks/shared';
+import { JOBS, outboxJobId, QUEUES, runCreatedJobId, type Config } from '@runtasks/shared';
 import { createHook } from 'node:async_hooks';
 import { Queue, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -214,6 +214,27 @@ describe('outbox: a run-created event is never lost', () => {
     expect(await worker.relay.drain()).toBe(0);
     expect((await jobsForRun(runId)).map((j) => j.id)).toEqual([runCreatedJobId(runId)]);
     await stop(worker);
+  });
+
+  it('a batch is added to the queue oldest event first', async () => {
+    const runId = 'run-outbox-order';
+    const relay = new OutboxRelay({ orm: h.orm, queue, databaseUrl: h.config.databaseUrl, pollIntervalMs: 60_000, logger: h.logger });
+    const events = await h.orm.em
+      .fork()
+      .getConnection()
+      .execute<Array<{ id: string }>>(
+        `insert into outbox_events (topic, aggregate_id, payload, created_at)
+         select ?, ?, ?::jsonb, now() from generate_series(1, 5) returning id`,
+        [JOBS.runAdvance, runId, JSON.stringify({ runId })],
+      );
+    expect(await relay.drain()).toBe(5);
+    // With no worker running, the jobs wait in the order they were added.
+    const waiting = (await queue.getJobs(['wait'], 0, -1, true)).filter((job) => (job.data as { runId?: string }).runId === runId);
+    try {
+      expect(waiting.map((job) => job.id)).toEqual(events.map((event) => outboxJobId(JOBS.runAdvance, runId, event.id)));
+    } finally {
+      for (const job of waiting) await job.remove();
+    }
   });
 
   it('a listener connection that PostgreSQL drops is re-established: events are published at once again, not at the next poll', async () => {

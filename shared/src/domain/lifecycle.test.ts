@@ -4,6 +4,7 @@ import {
   evaluateStage,
   isRunWaitingOrFinal,
   nextRunStep,
+  stageStartedAtCreation,
   type ResultSnapshot,
   type RunSnapshot,
   type RunStep,
@@ -918,5 +919,26 @@ describe('model-based property', () => {
       }),
       { numRuns: 500 },
     );
+  });
+});
+
+describe('stageStartedAtCreation', () => {
+  // Every set of run stages with tasks (16), with every flag combination (8): a run starts its pre_plan
+  // stage as it is created exactly when it has one; otherwise its first step is the worker's (planning).
+  const stageSets = Array.from({ length: 1 << RUN_STAGES.length }, (_, mask) => RUN_STAGES.filter((_, bit) => (mask & (1 << bit)) !== 0));
+  const flags = [false, true].flatMap((planOnly) =>
+    [false, true].flatMap((autoApply) => [false, true].map((overridesEnabled) => ({ planOnly, autoApply, overridesEnabled }))),
+  );
+  const table = stageSets.flatMap((stages) =>
+    flags.map((run) => ({ label: `[${stages.join(', ')}] ${JSON.stringify(run)}`, stages, run })),
+  );
+
+  it('covers 16 stage sets × 8 flag combinations', () => {
+    expect(table).toHaveLength(128);
+  });
+
+  it.each(table)('$label', ({ stages, run }) => {
+    const expected = stages.includes('pre_plan') ? { stage: 'pre_plan', runStatus: 'pre_plan_running' } : undefined;
+    expect(stageStartedAtCreation(run, stages)).toEqual(expected);
   });
 });

@@ -191,3 +191,23 @@ export function nextRunStep(run: RunSnapshot, stageList: readonly StageSnapshot[
 export function isRunWaitingOrFinal(run: RunSnapshot, stageList: readonly StageSnapshot[]): boolean {
   return nextRunStep(run, stageList).kind === 'wait';
 }
+
+/** A stage a new run starts in as it is created, with the run's status then. */
+export interface StageStart {
+  stage: RunStage;
+  runStatus: RunStatus;
+}
+
+/**
+ * The stage a run starts as it is created, when its first step is to start one (it has pre_plan
+ * tasks): the creation does that step itself, one hop of the worker fewer. Any other first step
+ * (planning, which is the worker's) leaves the run `pending` for the worker. `stages` are the run
+ * stages planned with tasks.
+ */
+export function stageStartedAtCreation(run: Omit<RunSnapshot, 'status'>, stages: readonly RunStage[]): StageStart | undefined {
+  const step = nextRunStep(
+    { ...run, status: 'pending' },
+    stages.map((stage) => ({ stage, status: 'pending', overridden: false, evaluation: null })),
+  );
+  return step.kind === 'start-stage' ? { stage: step.stage, runStatus: step.runStatus } : undefined;
+}

@@ -3,7 +3,7 @@ import { nativePool, newId, numbered, type PreparedStatement } from '@runtasks/s
 import type { PoolClient } from 'pg';
 import { CALLBACK } from '../services/api/src/routes/callback.routes.ts';
 import { taskPageText } from '../services/api/src/routes/run-tasks.routes.ts';
-import { ACKNOWLEDGE, CLAIM } from '../services/worker/src/engine/dispatch.ts';
+import { ACKNOWLEDGE, CLAIM, CLAIM_STARTED_AT_CREATION } from '../services/worker/src/engine/dispatch.ts';
 import { EXPIRE_IN_FLIGHT_SQL, IDLE_RUNS_SQL, OVERDUE_DELIVERIES_SQL } from '../services/worker/src/engine/sweeper.ts';
 import { CLAIM_EVENTS } from '../services/worker/src/outbox-relay.ts';
 import { startAdvanceFixture, type AdvanceFixture } from '../services/worker/test/support/advance-fixture.ts';
@@ -77,6 +77,18 @@ describe('plans of the statements on one task result', () => {
     const plan = rows.map((row) => row['QUERY PLAN']).join('\n');
     expect(plan).toMatch(/(Index Scan using|Bitmap Index Scan on) task_results_pkey/);
   });
+
+  it("the claim of a stage started at its run's creation reads that stage's results by index", async () => {
+    const client = connection();
+    // The seed put every result in one stage; in production a stage holds a handful (here: a third as many stages as results).
+    await client.query('alter table task_results alter column task_stage_id set (n_distinct = -0.3)');
+    await client.query('analyze task_results');
+    await client.query(`prepare probe_claim_created as ${CLAIM_STARTED_AT_CREATION.text}`);
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>(`explain (costs off) execute probe_claim_created(null, null)`);
+    const plan = rows.map((row) => row['QUERY PLAN']).join('\n');
+    expect(plan).toMatch(/(Index Scan using|Bitmap Index Scan on) task_results_stage_(workspace_)?task_unique/);
+    expect(plan).not.toContain('Seq Scan');
+  });
 });
 
 /**
@@ -145,7 +157,7 @@ describe("the advance's statements", () => {
   let fx: AdvanceFixture;
   beforeAll(async () => {
     // Two tasks at each stage; one connection, so pg_prepared_statements shows the advances' own.
-    fx = await startAdvanceFixture('plans-advance', ['pre_plan', 'post_plan'], 1);
+    fx = await startAdvanceFixture('plans-advance', ['post_plan', 'pre_apply'], 1);
   });
   afterAll(async () => {
     await fx?.close();

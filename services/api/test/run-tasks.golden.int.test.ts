@@ -206,7 +206,16 @@ interface ExpectedResult {
   enforcement: Enforcement;
   isSpeculative?: boolean;
   outcomesCount?: number;
+  /** `pending` with no timestamps unless told. */
+  status?: string;
+  statusTimestamps?: Record<string, unknown>;
 }
+
+/** A stage, or a result, as its run's creation leaves it: a run with pre_plan tasks starts that stage then. */
+const asCreated = (stage: Stage): { status: string; statusTimestamps: Record<string, unknown> } =>
+  stage === 'pre_plan'
+    ? { status: 'running', statusTimestamps: { 'running-at': isoTimestamp() } }
+    : { status: 'pending', statusTimestamps: {} };
 
 function expectTaskResult(resource: unknown, expected: ExpectedResult): string {
   const id = idOf(resource, ID.taskResult);
@@ -216,8 +225,8 @@ function expectTaskResult(resource: unknown, expected: ExpectedResult): string {
     type: 'task-results',
     attributes: {
       message: null,
-      status: 'pending',
-      'status-timestamps': {},
+      status: expected.status ?? 'pending',
+      'status-timestamps': expected.statusTimestamps ?? {},
       url: null,
       'created-at': isoTimestamp(),
       'updated-at': isoTimestamp(),
@@ -1084,7 +1093,8 @@ describe('run tasks API golden documents (hcp-compatibility.md §3)', () => {
         const resultIds = (resource as { relationships: { 'task-results': { data: { id: string }[] } } }).relationships[
           'task-results'
         ].data.map((result) => result.id);
-        expectTaskStage(resource, { runId, stage: stages[index] ?? 'pre_plan', status: 'pending', resultIds });
+        const stage = stages[index] ?? 'pre_plan';
+        expectTaskStage(resource, { runId, stage, ...asCreated(stage), resultIds });
       });
       // The run lists the same stages in the same order.
       const run = await api(h, 'get', `/runs/${runId}`, fixture.organizationToken);
@@ -1115,6 +1125,7 @@ describe('run tasks API golden documents (hcp-compatibility.md §3)', () => {
           stage: result.attributes.stage as Stage,
           workspaceTaskId,
           enforcement: 'mandatory',
+          ...asCreated(result.attributes.stage as Stage),
         });
       }
     });
@@ -1146,6 +1157,7 @@ describe('run tasks API golden documents (hcp-compatibility.md §3)', () => {
           workspaceTaskId,
           enforcement: 'advisory',
           isSpeculative: true,
+          ...asCreated(stage.attributes.stage),
         });
       }
     });

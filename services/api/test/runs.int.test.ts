@@ -3,6 +3,7 @@ import {
   newId,
   OutboxEvent,
   Run,
+  RUN_STAGES,
   RunTask,
   TaskResult,
   TaskStage,
@@ -368,6 +369,58 @@ describe('runs API', () => {
       expect(results.every((result) => result.isSpeculative)).toBe(true);
     });
 
+    it('starts a run with pre_plan tasks in its pre_plan stage as it creates it, its results due for their first attempt', async () => {
+      const workspaceId = await createWorkspace(h, org.organization, org.organizationToken, uniqueName('pre-plan-start'));
+      const task = await createRunTask(h, orgId, uniqueName('pre-plan'));
+      await attachTask(h, workspaceId, task, ['pre_plan', 'post_plan']);
+
+      const created = await api(h, 'post', '/runs', org.organizationToken, {
+        data: { type: 'runs', relationships: { workspace: { data: { type: 'workspaces', id: workspaceId } } } },
+      });
+      expect(created.status).toBe(201);
+      const runId = created.body.data.id as string;
+      const ISO = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      expect(created.body.data.attributes).toMatchObject({
+        status: 'pre_plan_running',
+        'status-timestamps': { 'pre-plan-running-at': ISO },
+      });
+      const shown = (await api(h, 'get', `/runs/${runId}`, org.organizationToken)).body.data.attributes;
+      expect(shown['status-timestamps']).toEqual(created.body.data.attributes['status-timestamps']);
+      const run = await h.orm.em.fork().findOneOrFail(Run, { id: runId });
+      expect({ status: run.status, version: run.version }).toEqual({ status: 'pre_plan_running', version: 2 });
+
+      // As the worker's advance would have started them (version moved once, running-at), but unclaimed.
+      const stages = (await stagesInDb(h, runId)).sort((a, b) => RUN_STAGES.indexOf(a.stage) - RUN_STAGES.indexOf(b.stage));
+      expect(stages.map((stage) => [stage.stage, stage.status, stage.version, stage.statusTimestamps])).toEqual([
+        ['pre_plan', 'running', 2, { 'running-at': ISO }],
+        ['post_plan', 'pending', 1, {}],
+      ]);
+      const results = await resultsInDb(h, runId);
+      const byStage = (stage: string) => results.filter((result) => result.stage === stage);
+      const [started] = byStage('pre_plan');
+      expect(started).toMatchObject({ status: 'running', version: 2, attempts: 0, statusTimestamps: { 'running-at': ISO } });
+      const createdAt = run.createdAt.getTime();
+      const seconds = (date: Date | null | undefined) => ((date?.getTime() ?? Number.NaN) - createdAt) / 1000;
+      expect(seconds(started?.progressDeadline)).toBeCloseTo(h.config.taskProgressTimeoutSeconds, 0);
+      expect(seconds(started?.hardDeadline)).toBeCloseTo(h.config.taskMaxRuntimeSeconds, 0);
+      expect(seconds(started?.nextAttemptAt)).toBeCloseTo(0, 0);
+      expect(byStage('post_plan')).toMatchObject([{ status: 'pending', version: 1, attempts: 0, statusTimestamps: {} }]);
+      expect(byStage('post_plan')[0]?.progressDeadline ?? null).toBeNull();
+
+      // Its run.created event names the started stage, whose results the worker claims and delivers.
+      const [event] = await h.orm.em.fork().find(OutboxEvent, { aggregateId: runId });
+      expect(event?.payload).toEqual({ runId, stageId: stages[0]?.id });
+
+      // A run whose first step is planning (no pre_plan tasks) is left pending for the worker.
+      const later = await createWorkspace(h, org.organization, org.organizationToken, uniqueName('post-plan-only'));
+      await attachTask(h, later, task, ['post_plan']);
+      const pending = await createRun(h, org.organizationToken, later);
+      expect((await h.orm.em.fork().findOneOrFail(Run, { id: pending })).status).toBe('pending');
+      expect((await stagesInDb(h, pending)).map((stage) => stage.status)).toEqual(['pending']);
+      const [pendingEvent] = await h.orm.em.fork().find(OutboxEvent, { aggregateId: pending });
+      expect(pendingEvent?.payload).toEqual({ runId: pending });
+    });
+
     it('gives a disabled task no result, and no stage when it is alone', async () => {
       const workspaceId = await createWorkspace(h, org.organization, org.organizationToken, uniqueName('disabled'));
       const enabled = await createRunTask(h, orgId, uniqueName('on'));
@@ -585,7 +638,8 @@ describe('runs API', () => {
       workspaceId = await createWorkspace(h, org.organization, org.organizationToken, 'with-tasks');
       const first = await createRunTask(h, orgId, 'first');
       const second = await createRunTask(h, orgId, 'second');
-      await attachTask(h, workspaceId, first, ['pre_plan', 'post_plan']);
+      // No pre_plan tasks: a run with some would start its pre_plan stage as it is created, never pending.
+      await attachTask(h, workspaceId, first, ['post_plan', 'pre_apply']);
       await attachTask(h, workspaceId, second, ['post_plan']);
     });
 
@@ -644,17 +698,20 @@ describe('runs API', () => {
     it('leaves finished stages and results alone when canceling', async () => {
       const runId = await runWithTasks();
       const em = h.orm.em.fork();
-      const prePlan = (await stagesInDb(h, runId)).find((stage) => stage.stage === 'pre_plan')!;
-      await em.nativeUpdate(TaskStage, { id: prePlan.id }, { status: 'passed' });
-      await em.nativeUpdate(TaskResult, { taskStage: prePlan.id }, { status: 'passed' });
-      await setRunStatus(h, runId, 'planning');
+      const postPlan = (await stagesInDb(h, runId)).find((stage) => stage.stage === 'post_plan')!;
+      await em.nativeUpdate(TaskStage, { id: postPlan.id }, { status: 'passed' });
+      await em.nativeUpdate(TaskResult, { taskStage: postPlan.id }, { status: 'passed' });
+      await setRunStatus(h, runId, 'confirmed');
 
       expect((await api(h, 'post', `/runs/${runId}/actions/cancel`, org.organizationToken)).status).toBe(202);
       const stages = await stagesInDb(h, runId);
-      expect(Object.fromEntries(stages.map((stage) => [stage.stage, stage.status]))).toEqual({ pre_plan: 'passed', post_plan: 'canceled' });
+      expect(Object.fromEntries(stages.map((stage) => [stage.stage, stage.status]))).toEqual({
+        post_plan: 'passed',
+        pre_apply: 'canceled',
+      });
       const results = await resultsInDb(h, runId);
-      expect(results.filter((result) => result.stage === 'pre_plan').map((result) => result.status)).toEqual(['passed']);
-      expect(results.filter((result) => result.stage === 'post_plan').map((result) => result.status)).toEqual(['canceled', 'canceled']);
+      expect(results.filter((result) => result.stage === 'post_plan').map((result) => result.status)).toEqual(['passed', 'passed']);
+      expect(results.filter((result) => result.stage === 'pre_apply').map((result) => result.status)).toEqual(['canceled']);
     });
 
     it('applies a planned run (202 → confirmed), but not a plan-only one', async () => {

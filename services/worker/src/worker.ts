@@ -1,4 +1,4 @@
-import type { MikroORM } from '@mikro-orm/postgresql';
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import {
   createTaskClient,
   issueCallbackToken,
@@ -20,8 +20,16 @@ import {
 } from '@runtasks/shared';
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { advanceRun } from './engine/advance-run.ts';
-import { Acknowledgements, ATTEMPT_LEASE_MS, deliverClaimed, dispatchResult, tokenOf, type DispatchOutcome } from './engine/dispatch.ts';
+import { advanceRun, type StartedResult } from './engine/advance-run.ts';
+import {
+  Acknowledgements,
+  ATTEMPT_LEASE_MS,
+  claimStartedAtCreation,
+  deliverClaimed,
+  dispatchResult,
+  tokenOf,
+  type DispatchOutcome,
+} from './engine/dispatch.ts';
 import { immediateExecutor, type RunExecutor } from './engine/executor.ts';
 import { expireResults, sweep } from './engine/sweeper.ts';
 import { JOB_RETENTION, OutboxRelay } from './outbox-relay.ts';
@@ -53,7 +61,10 @@ interface JobData {
    */
   mayBeIdle?: boolean;
   resultId?: string;
-  /** task.deadline: the stage whose results' progress deadline it is (a result's id in older jobs). */
+  /**
+   * task.deadline: the stage whose results' progress deadline it is (a result's id in older jobs).
+   * run.created: the stage the API started as it created the run, whose first attempts are to deliver.
+   */
   stageId?: string;
 }
 
@@ -113,7 +124,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     );
 
   const processors: Record<JobName, (job: Job<JobData>) => Promise<unknown>> = {
-    [JOBS.runCreated]: (job) => processAdvance(job),
+    [JOBS.runCreated]: (job) => (job.data.stageId ? processStartedAtCreation(job, job.data.stageId) : processAdvance(job)),
     [JOBS.runAdvance]: (job) => processAdvance(job),
     async [JOBS.taskDispatch](job) {
       const resultId = job.data.resultId ?? '';
@@ -151,6 +162,22 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     // Outbox events (a new run, a stage's last verdict, an override, an action) always find work: no lock-free look first.
     const started = await advanceRun(em, runId, executor, settings, { precheck: job.data.mayBeIdle === true });
     deps.logger.debug({ jobId: job.id, jobName: job.name, runId, dispatching: started.length }, 'run advanced');
+    return deliverStarted(job, em, started);
+  }
+
+  /** A run the API created in its first stage: that stage's results are claimed and delivered (no advance to make). */
+  async function processStartedAtCreation(job: Job<JobData>, stageId: string): Promise<number> {
+    const em = deps.orm.em.fork();
+    const claimed = await claimStartedAtCreation(em, stageId);
+    deps.logger.debug({ jobId: job.id, jobName: job.name, runId: job.data.runId, dispatching: claimed.length }, 'created stage claimed');
+    return deliverStarted(
+      job,
+      em,
+      claimed.map((row) => ({ stageId, row, issued: undefined })),
+    );
+  }
+
+  async function deliverStarted(job: Job<JobData>, em: EntityManager, started: readonly StartedResult[]): Promise<number> {
     if (started.length === 0) return 0;
     // After commit, the started results' first attempts, claimed by the advance, are delivered here (no
     // job in between); a crash before they end leaves leases the sweeper re-drives when they expire.

@@ -20,7 +20,7 @@ interface TokenColumns {
 describe('access tokens of task results', () => {
   let fx: AdvanceFixture;
   beforeAll(async () => {
-    fx = await startAdvanceFixture('access-tokens', ['pre_plan']);
+    fx = await startAdvanceFixture('access-tokens', ['post_plan']);
   });
   afterAll(async () => {
     await fx?.close();

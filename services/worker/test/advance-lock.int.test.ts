@@ -17,7 +17,7 @@ interface Versions {
 describe("an advance that waited for the run's lock", () => {
   let fx: AdvanceFixture;
   beforeAll(async () => {
-    fx = await startAdvanceFixture('advance-lock', ['pre_plan', 'post_plan']);
+    fx = await startAdvanceFixture('advance-lock', ['post_plan', 'pre_apply']);
   });
   afterAll(async () => {
     await fx?.close();

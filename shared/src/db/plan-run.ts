@@ -1,4 +1,5 @@
 import type { SqlRunner } from './prepared.ts';
+import { DB_NOW_ISO, dbIso } from './sql.ts';
 import type { CallbackTokenIssuer } from '../security/secrets.ts';
 import { newId } from '../domain/ids.ts';
 import { planTaskStages, type PlannableTask } from '../domain/planner.ts';
@@ -109,40 +110,66 @@ export function planRows(tasks: readonly TaskRow[], run: Pick<PlanContext, 'plan
 }
 
 /**
- * Inserts planned stages: `?` the run, then arrays of ids, stages and open-result counts (one statement
- * whatever their number, and the same text, so it can be prepared). open_results starts at the stage's
- * number of results (all pending); the task_results trigger counts it down as they end.
+ * What a run that starts a stage as it is created (stageStartedAtCreation) writes with its rows: that
+ * stage `running` and its results `running`, as the worker's advance would have started them, but not
+ * yet claimed for their first delivery attempt (attempts 0, due now): the worker claims and delivers them.
+ */
+export interface CreationStart {
+  stage: RunStage;
+  progressTimeoutSeconds: number;
+  maxRuntimeSeconds: number;
+}
+
+/**
+ * Inserts planned stages: `?` the run, then arrays of ids, stages and open-result counts, then the stage
+ * started at creation or null (one statement whatever their number, and the same text, so it can be
+ * prepared). open_results starts at the stage's number of results (all open); the task_results trigger
+ * counts it down as they end. A started stage has its `running-at` and its version moved once, as the advance moves them.
  */
 export const INSERT_STAGES_SQL = `insert into task_stages (id, run_id, stage, status, status_timestamps, open_results, version, created_at, updated_at)
-  select s.id, ?, s.stage, 'pending', '{}', s.open_results, 1, now(), now()
-    from unnest(?::text[], ?::text[], ?::int[]) as s(id, stage, open_results)
+  select s.id, ?, s.stage, case when s.started then 'running' else 'pending' end,
+         case when s.started then jsonb_build_object('running-at', ${DB_NOW_ISO}) else '{}' end, s.open_results,
+         case when s.started then 2 else 1 end, now(), now()
+    from (select u.*, u.stage = start.stage as started
+            from unnest(?::text[], ?::text[], ?::int[]) as u(id, stage, open_results), (select ?::text as stage) start) s
   on conflict (run_id, stage) do nothing returning id, stage`;
 
-export const insertStagesParams = (runId: string, stages: PlannedRows['stages']): unknown[] => [
+export const insertStagesParams = (runId: string, stages: PlannedRows['stages'], start?: CreationStart): unknown[] => [
   runId,
   stages.map((stage) => stage.id),
   stages.map((stage) => stage.stage),
   stages.map((stage) => stage.openResults),
+  start?.stage ?? null,
 ];
 
 /**
  * Inserts planned results: whether the run is speculative, then arrays of ids, stage ids, task ids,
  * workspace task ids, names, URLs, HMAC keys (encrypted), enforcement levels, stages, and access tokens
- * (hashed, encrypted). created_at keeps the planned order (results are listed by it): one clock reading
- * per row, plus the row's position in microseconds so rows inserted within the same microsecond stay
- * ordered. A result's token is issued here rather than when its stage starts, so that the start changes
- * no indexed column and stays on its page (Migration20261124120000HotTaskResults); nobody knows the
- * token until a delivery sends it.
+ * (hashed, encrypted), then the stage started at creation (or null) with its progress timeout and
+ * maximum runtime in seconds. created_at keeps the planned order (results are listed by it): one clock
+ * reading per row, plus the row's position in microseconds so rows inserted within the same microsecond
+ * stay ordered. A result's token is issued here rather than when its stage starts, so that the start
+ * changes no indexed column and stays on its page (Migration20261124120000HotTaskResults); nobody knows
+ * the token until a delivery sends it. A started result gets its deadlines, is due for its first
+ * attempt now, and started running as it was created (its running-at is its created_at: the statement's
+ * now() can be milliseconds older when it waited).
  */
 export const INSERT_RESULTS_SQL = `insert into task_results (id, task_stage_id, task_id, workspace_task_id, task_name, task_url, hmac_key_encrypted,
                            enforcement_level, stage, is_speculative, status, status_timestamps, attempts, outcomes_count,
-                           callback_token_hash, callback_token_encrypted, version, created_at, updated_at)
+                           callback_token_hash, callback_token_encrypted, progress_deadline, hard_deadline, next_attempt_at,
+                           version, created_at, updated_at)
   select r.id, r.stage_id, r.task_id, r.workspace_task_id, r.name, r.url, r.hmac_key_encrypted, r.enforcement_level, r.stage, ?::boolean,
-         'pending', '{}', 0, 0, r.token_hash, r.token_encrypted, 1,
-         clock_timestamp() + r.position * interval '1 microsecond', clock_timestamp() + r.position * interval '1 microsecond'
-    from unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[])
-         with ordinality as r(id, stage_id, task_id, workspace_task_id, name, url, hmac_key_encrypted, enforcement_level, stage,
-                              token_hash, token_encrypted, position)
+         case when r.started then 'running' else 'pending' end,
+         case when r.started then jsonb_build_object('running-at', ${dbIso('r.created_at')}) else '{}' end, 0, 0, r.token_hash, r.token_encrypted,
+         case when r.started then now() + make_interval(secs => r.progress_seconds) end,
+         case when r.started then now() + make_interval(secs => r.max_seconds) end,
+         case when r.started then now() end, case when r.started then 2 else 1 end, r.created_at, r.created_at
+    from (select u.*, u.stage = start.stage as started, start.progress_seconds, start.max_seconds,
+                 clock_timestamp() + u.position * interval '1 microsecond' as created_at
+            from unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[])
+                 with ordinality as u(id, stage_id, task_id, workspace_task_id, name, url, hmac_key_encrypted, enforcement_level, stage,
+                                      token_hash, token_encrypted, position),
+                 (select ?::text as stage, ?::double precision as progress_seconds, ?::double precision as max_seconds) start) r
   on conflict do nothing`;
 
 export function insertResultsParams(
@@ -150,6 +177,7 @@ export function insertResultsParams(
   stageIds: ReadonlyMap<RunStage, string>,
   planOnly: boolean,
   issueToken: CallbackTokenIssuer,
+  start?: CreationStart,
 ): unknown[] {
   const tokens = results.map((result) => issueToken(result.id));
   return [
@@ -165,6 +193,9 @@ export function insertResultsParams(
     results.map((result) => result.stage),
     tokens.map((token) => token.hash),
     tokens.map((token) => token.encrypted),
+    start?.stage ?? null,
+    start?.progressTimeoutSeconds ?? null,
+    start?.maxRuntimeSeconds ?? null,
   ];
 }
 

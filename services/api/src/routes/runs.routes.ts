@@ -25,7 +25,7 @@ import { single, type Resource } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
 import { serializeRun } from '../serializers/run.serializer.ts';
 import { serializeTaskStage } from '../serializers/task-stage.serializer.ts';
-import { applyRunAction, createRun, type RunPlace } from '../services/run.service.ts';
+import { applyRunAction, createRun, resultDeadlines, type RunPlace } from '../services/run.service.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { findWorkspace } from './workspaces.routes.ts';
 import { flexibleBoolean, NO_NUL, relationshipTo, resourceDocument, safeText, WELL_FORMED } from './schemas.ts';
@@ -198,8 +198,13 @@ async function create(ctx: ApiContext): Promise<void> {
     configurationVersionId: configurationVersion?.id ?? null,
     createdBy: ctx.state.principal.tokenId,
   };
-  const { run, stageIds } = await createRun(await nativePool(ctx.state.em), place, input, place.tasks, (resultId) =>
-    issueCallbackToken(ctx.deps.secrets, resultId),
+  const { run, stageIds } = await createRun(
+    await nativePool(ctx.state.em),
+    place,
+    input,
+    place.tasks,
+    (resultId) => issueCallbackToken(ctx.deps.secrets, resultId),
+    resultDeadlines(ctx.deps.config),
   );
   respond(ctx, 201, single(serializeRun(run, stageIds)));
 }

@@ -17,8 +17,10 @@ import {
   runActionSources,
   runActionTarget,
   runPrepared,
+  stageStartedAtCreation,
   statusTimestampKey,
   type CallbackTokenIssuer,
+  type Config,
   type Queryable,
   type Run,
   type RunAction,
@@ -45,41 +47,73 @@ export interface RunPlace {
 }
 
 /**
- * A run, its `run.created` outbox event (with its NOTIFY) and its planned task stages and results
- * (status `pending`), in one statement: atomic without an explicit transaction, and the same text
- * whatever the number of stages and tasks (arrays), so it is prepared. Returns the run's created_at.
+ * A run, its `run.created` outbox event (with its NOTIFY) and its planned task stages and results, in
+ * one statement: atomic without an explicit transaction, and the same text whatever the number of
+ * stages and tasks (arrays), so it is prepared. A run with a stage to start at once (pre_plan tasks)
+ * is created in it, with that stage and its results running, and its event names the stage, whose
+ * results the worker then claims and delivers; any other run is `pending` (its event wakes the worker's
+ * advance). Returns the run's created_at and status timestamps.
  */
 const CREATE_RUN_SQL = `with run as (
     insert into runs (id, organization_id, workspace_id, plan_id, status, status_timestamps, message, is_destroy, plan_only, auto_apply,
                       has_task_warnings, created_by, configuration_version_id, plan_json, version, created_at, updated_at)
-    values (?, ?, ?, ?, 'pending', '{}', ?, ?, ?, ?, false, ?, ?, ?::jsonb, 1, now(), now()) returning created_at),
+    select ?, ?, ?, ?, ?::text, coalesce(jsonb_object_agg(key, ${DB_NOW_ISO}) filter (where key is not null), '{}'), ?, ?, ?, ?, false, ?, ?,
+           ?::jsonb, ?::int, now(), now()
+      from (select ?::text as key) timestamp
+    returning created_at, status_timestamps),
   event as (
     insert into outbox_events (topic, aggregate_id, payload, created_at, publish_attempts)
-    select ?::text, ?::text, jsonb_build_object('runId', ?::text), now(), 0 returning aggregate_id),
+    select ?::text, ?::text, jsonb_strip_nulls(jsonb_build_object('runId', ?::text, 'stageId', ?::text)), now(), 0 returning aggregate_id),
   notified as (select pg_notify(?, aggregate_id) from event),
   stages as (${INSERT_STAGES_SQL}),
   results as (${INSERT_RESULTS_SQL})
-  select created_at, (select count(*) from notified) as notified from run`;
+  select created_at, status_timestamps, (select count(*) from notified) as notified from run`;
 
 const CREATE_RUN = prepared('create-run', numbered(CREATE_RUN_SQL));
 
 interface RunCreation {
   params: unknown[];
-  /** The run as created, once its created_at is known; its stages' ids in lifecycle order. */
-  view: (createdAt: Date) => RunView;
+  /** The run as created, once its created_at and status timestamps are known; its stages' ids in lifecycle order. */
+  view: (createdAt: Date, statusTimestamps: Record<string, string>) => RunView;
   stageIds: string[];
 }
 
-function runCreation(place: RunPlace, input: CreateRunInput, tasks: readonly TaskRow[], issueToken: CallbackTokenIssuer): RunCreation {
+/** What a run that starts a stage as it is created gives that stage's results: their deadlines. */
+export interface ResultDeadlines {
+  progressTimeoutSeconds: number;
+  maxRuntimeSeconds: number;
+}
+
+/** The deadlines of the configuration (the worker gives the results it starts the same). */
+export const resultDeadlines = (config: Pick<Config, 'taskProgressTimeoutSeconds' | 'taskMaxRuntimeSeconds'>): ResultDeadlines => ({
+  progressTimeoutSeconds: config.taskProgressTimeoutSeconds,
+  maxRuntimeSeconds: config.taskMaxRuntimeSeconds,
+});
+
+function runCreation(
+  place: RunPlace,
+  input: CreateRunInput,
+  tasks: readonly TaskRow[],
+  issueToken: CallbackTokenIssuer,
+  deadlines: ResultDeadlines,
+): RunCreation {
   const id = newId('run');
   const planId = newId('plan');
   const planned = planRows(tasks, input);
   const stageIds = new Map(planned.stages.map((stage) => [stage.stage, stage.id]));
+  // Overrides decide nothing before a stage has results to evaluate: the first step does not depend on them.
+  const started = stageStartedAtCreation(
+    { planOnly: input.planOnly, autoApply: input.autoApply, overridesEnabled: false },
+    planned.stages.map((stage) => stage.stage),
+  );
+  const start = started && { stage: started.stage, ...deadlines };
+  const status = started?.runStatus ?? 'pending';
   const params = [
     id,
     place.organizationId,
     place.workspaceId,
     planId,
+    status,
     input.message,
     input.isDestroy,
     input.planOnly,
@@ -87,17 +121,21 @@ function runCreation(place: RunPlace, input: CreateRunInput, tasks: readonly Tas
     input.createdBy,
     input.configurationVersionId,
     input.planJson === null || input.planJson === undefined ? null : JSON.stringify(input.planJson),
+    // Versions count transitions, as the advance moves them.
+    started ? 2 : 1,
+    started ? statusTimestampKey(started.runStatus) : null,
     JOBS.runCreated,
     id,
     id,
+    started ? stageIds.get(started.stage) : null,
     OUTBOX_CHANNEL,
-    ...insertStagesParams(id, planned.stages),
-    ...insertResultsParams(planned.results, stageIds, input.planOnly, issueToken),
+    ...insertStagesParams(id, planned.stages, start),
+    ...insertResultsParams(planned.results, stageIds, input.planOnly, issueToken, start),
   ];
-  const view = (createdAt: Date): RunView => ({
+  const view = (createdAt: Date, statusTimestamps: Record<string, string>): RunView => ({
     id,
-    status: 'pending',
-    statusTimestamps: {},
+    status,
+    statusTimestamps,
     message: input.message,
     isDestroy: input.isDestroy,
     planOnly: input.planOnly,
@@ -124,10 +162,14 @@ export async function createRun(
   input: CreateRunInput,
   tasks: readonly TaskRow[],
   issueToken: CallbackTokenIssuer,
+  deadlines: ResultDeadlines,
 ): Promise<{ run: RunView; stageIds: string[] }> {
-  const creation = runCreation(place, input, tasks, issueToken);
-  const [row] = await runPrepared<{ created_at: Date }>(db, CREATE_RUN, creation.params);
-  return { run: creation.view(new Date(row?.created_at ?? Date.now())), stageIds: creation.stageIds };
+  const creation = runCreation(place, input, tasks, issueToken, deadlines);
+  const [row] = await runPrepared<{ created_at: Date; status_timestamps: Record<string, string> }>(db, CREATE_RUN, creation.params);
+  return {
+    run: creation.view(new Date(row?.created_at ?? Date.now()), row?.status_timestamps ?? {}),
+    stageIds: creation.stageIds,
+  };
 }
 
 const PLANNABLE_TASKS = prepared('plannable-tasks', numbered(PLANNABLE_TASKS_SQL));
@@ -138,9 +180,10 @@ export async function createRunIn(
   place: RunPlace,
   input: CreateRunInput,
   issueToken: CallbackTokenIssuer,
+  deadlines: ResultDeadlines,
 ): Promise<void> {
   const tasks = await runPrepared<TaskRow>(client, PLANNABLE_TASKS, [place.workspaceId, place.organizationId, place.globalEntitled]);
-  await createRun(client, place, input, tasks, issueToken);
+  await createRun(client, place, input, tasks, issueToken, deadlines);
 }
 
 /**

@@ -64,6 +64,31 @@ export const CLAIM = prepared(
    returning ${DISPATCH_COLUMNS}`,
 );
 
+/**
+ * $1 lease (s), $2 stage id. The first attempts of a stage the API started as it created the run: its
+ * results still running, unacknowledged and never claimed (attempts 0). Locked in id order, as
+ * everywhere, and leased as CLAIM leases, so a duplicated job claims nothing and a lost one leaves
+ * results due now, which the sweeper re-drives through CLAIM.
+ */
+export const CLAIM_STARTED_AT_CREATION = prepared(
+  'dispatch-claim-created',
+  `with locked as (
+     select id from task_results
+      where task_stage_id = $2 and status = 'running' and acknowledged_at is null and attempts = 0 order by id for update)
+   update task_results tr set attempts = tr.attempts + 1, next_attempt_at = now() + make_interval(secs => $1::double precision)
+     from locked, task_stages ts
+     join runs r on r.id = ts.run_id
+     join workspaces w on w.id = r.workspace_id
+     join organizations o on o.id = r.organization_id
+    where tr.id = locked.id and ts.id = tr.task_stage_id
+   returning ${DISPATCH_COLUMNS}`,
+);
+
+/** Claims the first attempts of a stage started as its run was created (CLAIM_STARTED_AT_CREATION). */
+export async function claimStartedAtCreation(em: EntityManager, stageId: string): Promise<DispatchRow[]> {
+  return runPrepared<DispatchRow>(await nativePool(em), CLAIM_STARTED_AT_CREATION, [ATTEMPT_LEASE_MS / 1000, stageId]);
+}
+
 const ATTEMPT_FIELDS = ['task_result_id', 'attempt', 'started_at', 'duration_ms', 'http_status', 'error_kind', 'response_excerpt'] as const;
 const ATTEMPT_COLUMNS = `(${ATTEMPT_FIELDS.join(', ')})`;
 

@@ -1,0 +1,83 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { nativePool } from '@runtasks/shared';
+import { CLAIM, claimStartedAtCreation, ATTEMPT_LEASE_MS } from '../src/engine/dispatch.ts';
+import { sweep } from '../src/engine/sweeper.ts';
+import { api, createRun } from '../../../test/support/fixtures.ts';
+import { startAdvanceFixture, type AdvanceFixture } from './support/advance-fixture.ts';
+
+interface Claimable {
+  id: string;
+  status: string;
+  attempts: number;
+}
+
+/**
+ * A run with pre_plan tasks is created with that stage started and its results due, unclaimed: its
+ * `run.created` job claims their first attempts once, whoever else (a duplicated job, the sweeper's
+ * re-drive of a lost one) tries too.
+ */
+describe('the first attempts of a stage started as its run was created', () => {
+  let fx: AdvanceFixture;
+  beforeAll(async () => {
+    fx = await startAdvanceFixture('created-stage', ['pre_plan']);
+  });
+  afterAll(async () => {
+    await fx?.close();
+  });
+
+  const stageOf = async (runId: string): Promise<string> => {
+    const { rows } = await (await nativePool(fx.orm.em)).query<{ id: string }>(`select id from task_stages where run_id = $1`, [runId]);
+    expect(rows).toHaveLength(1);
+    return rows[0]?.id ?? '';
+  };
+  const resultsOf = async (stageId: string): Promise<Claimable[]> =>
+    (
+      await (
+        await nativePool(fx.orm.em)
+      ).query<Claimable>(`select id, status, attempts from task_results where task_stage_id = $1 order by id`, [stageId])
+    ).rows;
+
+  it('are claimed once: a second claim (a duplicated job) finds nothing', async () => {
+    const stageId = await stageOf(await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId));
+    expect((await resultsOf(stageId)).map((row) => [row.status, row.attempts])).toEqual([
+      ['running', 0],
+      ['running', 0],
+    ]);
+    const claimed = await claimStartedAtCreation(fx.orm.em.fork(), stageId);
+    // With what their payloads need, and leased for one attempt each.
+    expect(claimed.map((row) => [row.stage, row.attempts, row.callback_token_encrypted !== null]).sort()).toEqual([
+      ['pre_plan', 1, true],
+      ['pre_plan', 1, true],
+    ]);
+    expect(claimed.map((row) => row.id).sort()).toEqual((await resultsOf(stageId)).map((row) => row.id));
+    expect(await claimStartedAtCreation(fx.orm.em.fork(), stageId)).toEqual([]);
+    expect((await resultsOf(stageId)).map((row) => row.attempts)).toEqual([1, 1]);
+  });
+
+  it("share each first attempt with the sweeper's re-drive: whichever claims it first delivers it", async () => {
+    const stageId = await stageOf(await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId));
+    // The run's job is late: the sweeper finds both results due (no grace here) and re-drives them.
+    const { resultIds } = await sweep(fx.orm.em.fork(), 0);
+    const due = (await resultsOf(stageId)).map((row) => row.id);
+    expect(resultIds.filter((result) => due.includes(result.id))).toEqual(expect.arrayContaining(due.map((id) => ({ id, attempt: 1 }))));
+    // One re-drive claims its result first (dispatch's CLAIM, as dispatchResult runs it) …
+    const [first, second] = due;
+    const pool = await nativePool(fx.orm.em);
+    const redriven = await pool.query(CLAIM.text, [ATTEMPT_LEASE_MS / 1000, null, null, first, 3]);
+    expect(redriven.rowCount).toBe(1);
+    // … so the run's job claims only the other one.
+    expect((await claimStartedAtCreation(fx.orm.em.fork(), stageId)).map((row) => row.id)).toEqual([second]);
+    expect((await resultsOf(stageId)).map((row) => row.attempts)).toEqual([1, 1]);
+  });
+
+  it('are never claimed once the run was canceled', async () => {
+    const runId = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    const stageId = await stageOf(runId);
+    expect((await api(fx.h, 'post', `/runs/${runId}/actions/cancel`, fx.f.organizationToken)).status).toBe(202);
+    expect(await claimStartedAtCreation(fx.orm.em.fork(), stageId)).toEqual([]);
+    expect((await resultsOf(stageId)).map((row) => [row.status, row.attempts])).toEqual([
+      ['canceled', 0],
+      ['canceled', 0],
+    ]);
+  });
+});

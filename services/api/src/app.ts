@@ -1,4 +1,5 @@
 import Router from '@koa/router';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { invalidParameter, notFound } from '@runtasks/shared';
 import Koa from 'koa';
 import { randomUUID } from 'node:crypto';
@@ -29,7 +30,8 @@ async function rejectNul(ctx: ApiContext, next: Koa.Next): Promise<void> {
 function buildRouter(routes: readonly RouteDef[], ops: ApiOps): Router<ApiState, ApiContextExtras> {
   const router = new Router<ApiState, ApiContextExtras>({ prefix: API_PREFIX });
   router.use(async (ctx, next) => {
-    ctx.state.em = ctx.deps.orm.em.fork();
+    let em: EntityManager | undefined;
+    Object.defineProperty(ctx.state, 'em', { get: () => (em ??= ctx.deps.orm.em.fork()), enumerable: true });
     await next();
   });
   // Authentication runs before the input is looked at: a 401 never depends on the body, the query or

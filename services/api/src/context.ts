@@ -1,6 +1,7 @@
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import type { Config, Logger, Metrics, ReadinessCheck, SecretBox, TaskClient } from '@runtasks/shared';
+import { nativePool, type Config, type Logger, type Metrics, type ReadinessCheck, type SecretBox, type TaskClient } from '@runtasks/shared';
 import type { Middleware } from 'koa';
+import type { Pool } from 'pg';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { ParameterizedContext } from 'koa';
 import type { Principal } from './auth/principal.ts';
@@ -33,6 +34,7 @@ export interface ApiOps {
 export interface ApiState {
   requestId: string;
   principal: Principal;
+  /** The request's own EntityManager, forked when first used (the hot routes need only poolOf). */
   em: EntityManager;
   /** Set instead of a principal when a task server reads with a task result's access token. */
   taskAccess?: TaskAccess;
@@ -51,3 +53,10 @@ export interface ApiContextExtras {
 }
 
 export type ApiContext = ParameterizedContext<ApiState, ApiContextExtras> & { params: Record<string, string> };
+
+/**
+ * The pg pool under the ORM, for the prepared statements of the hot paths. Reaching it touches no
+ * identity map, so it needs no EntityManager of the request's own: no fork (~25 µs) for requests that
+ * use nothing else.
+ */
+export const poolOf = (ctx: ApiContext): Promise<Pool> => nativePool(ctx.deps.orm.em);

@@ -1,15 +1,6 @@
-import {
-  CALLBACK_TOKEN_PREFIX,
-  conflict,
-  isPlausibleToken,
-  nativePool,
-  prepared,
-  runPrepared,
-  unauthorized,
-  type Queryable,
-} from '@runtasks/shared';
+import { CALLBACK_TOKEN_PREFIX, conflict, isPlausibleToken, prepared, runPrepared, unauthorized, type Queryable } from '@runtasks/shared';
 import type { Next } from 'koa';
-import type { ApiContext } from '../context.ts';
+import { poolOf, type ApiContext } from '../context.ts';
 import type { Principal } from './principal.ts';
 import type { KnownToken } from './principal-memo.ts';
 
@@ -85,7 +76,7 @@ export async function authenticate(ctx: ApiContext, next: Next): Promise<void> {
   let known = cache?.recall(tokenHash);
   if (!known) {
     const epoch = cache?.epoch ?? 0;
-    known = await lookUpToken(await nativePool(ctx.state.em), tokenHash);
+    known = await lookUpToken(await poolOf(ctx), tokenHash);
     if (!known) throw unauthorized();
     cache?.remember(tokenHash, known, epoch);
   }
@@ -95,7 +86,7 @@ export async function authenticate(ctx: ApiContext, next: Next): Promise<void> {
     // token is written once a resolution, not on every request.
     known.lastUsedAt = new Date();
     const tokenId = known.tokenId;
-    nativePool(ctx.state.em)
+    poolOf(ctx)
       .then((pool) => runPrepared(pool, TOKEN_USED, [tokenId]))
       .catch(() => undefined);
   }
@@ -165,7 +156,7 @@ export async function authenticateCallback(ctx: ApiContext, next: Next): Promise
   const tokenHash = ctx.deps.secrets.hashToken(token);
   ctx.state.callbackAccess = { resultId, tokenHash };
   if (!ctx.deps.secrets.isBoundTo(token, CALLBACK_TOKEN_PREFIX, resultId)) {
-    const refused = await currentCallbackRefusal(await nativePool(ctx.state.em), resultId, tokenHash);
+    const refused = await currentCallbackRefusal(await poolOf(ctx), resultId, tokenHash);
     if (refused) throw refused;
     await next();
     return;
@@ -174,7 +165,7 @@ export async function authenticateCallback(ctx: ApiContext, next: Next): Promise
     await next();
   } catch (error) {
     if (!INPUT_ERRORS.has((error as { status?: unknown }).status as number)) throw error;
-    throw (await currentCallbackRefusal(await nativePool(ctx.state.em), resultId, tokenHash)) ?? error;
+    throw (await currentCallbackRefusal(await poolOf(ctx), resultId, tokenHash)) ?? error;
   }
 }
 

@@ -1,18 +1,8 @@
-import {
-  DB_NOW_ISO,
-  inTransaction,
-  isDeadlock,
-  nativePool,
-  newId,
-  prepared,
-  runPrepared,
-  unauthorized,
-  type Queryable,
-} from '@runtasks/shared';
+import { DB_NOW_ISO, inTransaction, isDeadlock, newId, prepared, runPrepared, unauthorized, type Queryable } from '@runtasks/shared';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { callbackRefusal, currentCallbackRefusal } from '../auth/authenticate.ts';
-import type { ApiContext } from '../context.ts';
+import { poolOf, type ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { single } from '../http/jsonapi.ts';
 import { columnList, TASK_RESULT_COLUMNS, taskResultFromRow, type Absent, type TaskResultRow } from '../serializers/rows.ts';
@@ -176,7 +166,7 @@ async function callback(ctx: ApiContext): Promise<void> {
     await insertOutcomes(client, resultId, outcomes);
     return row;
   };
-  const pool = await nativePool(ctx.state.em);
+  const pool = await poolOf(ctx);
   // Without outcomes the statement is the whole change; with them, they commit with it or not at all.
   const updated = await withDeadlockRetry(() => (outcomes.length === 0 ? apply(pool) : inTransaction(pool, apply)));
   respond(ctx, 200, single(serializeTaskResult(taskResultFromRow(updated))));

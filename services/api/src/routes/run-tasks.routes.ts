@@ -1,7 +1,6 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import {
   ENFORCEMENT_LEVELS,
-  nativePool,
   newId,
   notFound,
   RUN_STAGES,
@@ -12,7 +11,7 @@ import {
 } from '@runtasks/shared';
 import { z } from 'zod';
 import { runTaskScope } from '../auth/run-task-scope.ts';
-import type { ApiContext } from '../context.ts';
+import { poolOf, type ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
 import { single, type Resource } from '../http/jsonapi.ts';
@@ -175,7 +174,7 @@ async function listPlain(ctx: ApiContext, page: Page): Promise<void> {
   const principal = ctx.state.principal;
   // Not the caller's organization, or not their tasks: one and the same 404.
   if (!runTaskScope(principal)) throw notFound();
-  const rows = await TASK_PAGES.run<TaskPageRow>(await nativePool(ctx.state.em), taskPageText(page.size), [
+  const rows = await TASK_PAGES.run<TaskPageRow>(await poolOf(ctx), taskPageText(page.size), [
     ctx.params['organization_name'] ?? '',
     principal.kind === 'admin' ? null : principal.organizationId,
     page.offset,

@@ -3,7 +3,6 @@ import {
   ConfigurationVersion,
   invalidAttribute,
   issueCallbackToken,
-  nativePool,
   notFound,
   plannableTasksUnion,
   prepared,
@@ -18,7 +17,7 @@ import {
 import { z } from 'zod';
 import type { Principal } from '../auth/principal.ts';
 import { readableWorkspaceParams, workspaceAccessSql, workspaceScope, type WorkspaceNeed } from '../auth/scopes.ts';
-import type { ApiContext } from '../context.ts';
+import { poolOf, type ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
 import { single, type Resource } from '../http/jsonapi.ts';
@@ -169,7 +168,7 @@ type PlannableWorkspaceRow = { workspace_id: string; organization_id: string; au
 );
 
 async function plannableWorkspace(ctx: ApiContext, workspaceId: string): Promise<RunPlace & { autoApply: boolean; tasks: TaskRow[] }> {
-  const rows = await runPrepared<PlannableWorkspaceRow>(await nativePool(ctx.state.em), PLANNABLE_WORKSPACE, [
+  const rows = await runPrepared<PlannableWorkspaceRow>(await poolOf(ctx), PLANNABLE_WORKSPACE, [
     workspaceId,
     ...readableWorkspaceParams(ctx.state.principal),
   ]);
@@ -199,7 +198,7 @@ async function create(ctx: ApiContext): Promise<void> {
     createdBy: ctx.state.principal.tokenId,
   };
   const { run, stageIds } = await createRun(
-    await nativePool(ctx.state.em),
+    await poolOf(ctx),
     place,
     input,
     place.tasks,

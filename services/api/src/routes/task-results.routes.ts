@@ -1,7 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { DeliveryAttempt, nativePool, notFound, prepared, runPrepared, TaskResult, TaskResultOutcome } from '@runtasks/shared';
+import { DeliveryAttempt, notFound, prepared, runPrepared, TaskResult, TaskResultOutcome } from '@runtasks/shared';
 import { readableWorkspaceParams, readableWorkspaceSql, workspaceScope, type ScopeFilter } from '../auth/scopes.ts';
-import type { ApiContext } from '../context.ts';
+import { poolOf, type ApiContext } from '../context.ts';
 import { single } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
 import { serializeDeliveryAttempt, serializeOutcome } from '../serializers/run-task.serializer.ts';
@@ -33,7 +33,7 @@ const READABLE_RESULT = prepared(
 );
 
 async function show(ctx: ApiContext): Promise<void> {
-  const [row] = await runPrepared<TaskResultRow>(await nativePool(ctx.state.em), READABLE_RESULT, [
+  const [row] = await runPrepared<TaskResultRow>(await poolOf(ctx), READABLE_RESULT, [
     ctx.params['task_result_id'] ?? '',
     ...readableWorkspaceParams(ctx.state.principal),
   ]);

@@ -3,7 +3,6 @@ import {
   conflict,
   DB_NOW_ISO,
   JOBS,
-  nativePool,
   notFound,
   prepared,
   recordOutboxEvent,
@@ -14,7 +13,7 @@ import {
 } from '@runtasks/shared';
 import { z } from 'zod';
 import { readableWorkspaceParams, readableWorkspaceSql, workspaceScope } from '../auth/scopes.ts';
-import type { ApiContext } from '../context.ts';
+import { poolOf, type ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
 import { single, type Resource } from '../http/jsonapi.ts';
@@ -98,7 +97,7 @@ type RunStageRow = { organization_id: string; result_ids: string[] } & (TaskStag
 
 /** The list as go-tfe asks for it (nothing included): the common case, read in one statement. */
 async function listForRunPlain(ctx: ApiContext, page: Page): Promise<void> {
-  const rows = await runPrepared<RunStageRow>(await nativePool(ctx.state.em), READABLE_RUN_STAGES, [
+  const rows = await runPrepared<RunStageRow>(await poolOf(ctx), READABLE_RUN_STAGES, [
     ctx.params['run_id'] ?? '',
     ...readableWorkspaceParams(ctx.state.principal),
   ]);

@@ -9,7 +9,6 @@ const TaskResultSchema = defineEntity({
   uniques: [
     // One result per task per stage; a task attached to the workspace and also global counts once.
     { name: 'task_results_stage_task_unique', properties: ['taskStage', 'taskId'] },
-    { name: 'task_results_stage_workspace_task_unique', properties: ['taskStage', 'workspaceTaskId'] },
   ],
   checks: [
     {

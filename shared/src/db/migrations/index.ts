@@ -10,6 +10,7 @@ import { Migration20261123220000DeadlineIndexPredicate } from './Migration202611
 import { Migration20261124000000PrincipalNotify } from './Migration20261124000000PrincipalNotify.ts';
 import { Migration20261124100000RunsUnfinishedIndex } from './Migration20261124100000RunsUnfinishedIndex.ts';
 import { Migration20261124120000HotTaskResults } from './Migration20261124120000HotTaskResults.ts';
+import { Migration20261124180000ResultStageTaskUnique } from './Migration20261124180000ResultStageTaskUnique.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
 export const MIGRATIONS: MigrationObject[] = [
@@ -24,4 +25,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261124000000PrincipalNotify', class: Migration20261124000000PrincipalNotify },
   { name: 'Migration20261124100000RunsUnfinishedIndex', class: Migration20261124100000RunsUnfinishedIndex },
   { name: 'Migration20261124120000HotTaskResults', class: Migration20261124120000HotTaskResults },
+  { name: 'Migration20261124180000ResultStageTaskUnique', class: Migration20261124180000ResultStageTaskUnique },
 ];

@@ -32,15 +32,16 @@ export interface LatencySample {
 /**
  * The way from the scheduled send to the first task request, cut where the database records a time
  * (this machine's clock for all: the load generator, PostgreSQL's now() at each transaction's start,
- * the task server): the API receiving the request and beginning its transaction; its commit and
- * the outbox relay's claim; BullMQ and the worker taking the job up to the advance's transaction;
- * that transaction, its commit, and the first POST reaching the task server.
+ * the worker's clock as an attempt starts, the task server): the API receiving the request and
+ * beginning its transaction; its commit and the outbox relay's claim; BullMQ and the worker taking the
+ * job up to the first delivery attempt (through an advance's transaction and its commit, or, for a run
+ * created in its pre_plan stage, one claim); that attempt signing and POSTing the payload.
  */
 export const SEGMENTS = {
   api: 'send → run created (HTTP, API until its transaction begins)',
   relay: 'run created → outbox claimed (commit, NOTIFY, relay)',
-  queue: 'outbox claimed → stage started (BullMQ, worker, advance begins)',
-  dispatch: 'stage started → first task request (advance, commit, POST)',
+  queue: 'outbox claimed → first attempt starts (BullMQ, worker, advance or claim)',
+  dispatch: 'first attempt starts → first task request (payload, signature, POST)',
 } as const;
 export type SegmentName = keyof typeof SEGMENTS;
 
@@ -89,8 +90,9 @@ export async function openSample(stack: Stack, org: PipelineOrg, rate: number, s
         `select r.id, extract(epoch from r.created_at) * 1000 as created,
                 (select extract(epoch from min(e.published_at)) * 1000 from outbox_events e
                   where e.aggregate_id = r.id and e.topic = 'run.created') as claimed,
-                (select extract(epoch from min((ts.status_timestamps ->> 'running-at')::timestamptz)) * 1000
-                   from task_stages ts where ts.run_id = r.id) as started
+                (select extract(epoch from min(da.started_at)) * 1000 from task_stages ts
+                   join task_results tr on tr.task_stage_id = ts.id join delivery_attempts da on da.task_result_id = tr.id
+                  where ts.run_id = r.id) as started
            from runs r`,
       );
   const cuts = new Map(times.rows.map((row) => [row.id, row]));

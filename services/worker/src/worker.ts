@@ -7,6 +7,7 @@ import {
   MAX_RECONNECT_DELAY_MS,
   QUEUES,
   randomAlphanumeric,
+  resultDeadlines,
   taskDispatchJobId,
   whenAllReady,
   workerConnection,
@@ -91,8 +92,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
   const taskClient = deps.taskClient ?? createTaskClient({ allowlist: deps.config.taskDestinationAllowlist });
   const executor = deps.executor ?? immediateExecutor;
   const settings = {
-    progressTimeoutSeconds: deps.config.taskProgressTimeoutSeconds,
-    maxRuntimeSeconds: deps.config.taskMaxRuntimeSeconds,
+    ...resultDeadlines(deps.config),
     attemptLeaseSeconds: ATTEMPT_LEASE_MS / 1000,
     issueToken: (resultId: string) => issueCallbackToken(deps.secrets, resultId),
   };

@@ -1,3 +1,4 @@
+import type { Config } from '../config.ts';
 import type { SqlRunner } from './prepared.ts';
 import { DB_NOW_ISO, dbIso } from './sql.ts';
 import type { CallbackTokenIssuer } from '../security/secrets.ts';
@@ -114,11 +115,20 @@ export function planRows(tasks: readonly TaskRow[], run: Pick<PlanContext, 'plan
  * stage `running` and its results `running`, as the worker's advance would have started them, but not
  * yet claimed for their first delivery attempt (attempts 0, due now): the worker claims and delivers them.
  */
-export interface CreationStart {
+export interface CreationStart extends ResultDeadlines {
   stage: RunStage;
+}
+
+/** The deadlines a result gets as it starts, wherever it starts (a run's creation, the worker's advance). */
+export interface ResultDeadlines {
   progressTimeoutSeconds: number;
   maxRuntimeSeconds: number;
 }
+
+export const resultDeadlines = (config: Pick<Config, 'taskProgressTimeoutSeconds' | 'taskMaxRuntimeSeconds'>): ResultDeadlines => ({
+  progressTimeoutSeconds: config.taskProgressTimeoutSeconds,
+  maxRuntimeSeconds: config.taskMaxRuntimeSeconds,
+});
 
 /**
  * Inserts planned stages: `?` the run, then arrays of ids, stages and open-result counts, then the stage

@@ -7,6 +7,7 @@ import {
   inTransaction,
   isPlausibleToken,
   issueCallbackToken,
+  resultDeadlines,
   nativePool,
   newId,
   notFound,
@@ -23,7 +24,7 @@ import { readRawBody } from '../http/raw-body.ts';
 import { serializeConfigurationVersion } from '../serializers/configuration-version.serializer.ts';
 import { checkArchive } from '../services/configuration-version.service.ts';
 import { isGlobalEntitled } from '../services/run-task.service.ts';
-import { createRunIn, resultDeadlines } from '../services/run.service.ts';
+import { createRunIn } from '../services/run.service.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { flexibleBoolean } from './schemas.ts';
 import { findWorkspace } from './workspaces.routes.ts';

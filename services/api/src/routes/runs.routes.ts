@@ -3,6 +3,7 @@ import {
   ConfigurationVersion,
   invalidAttribute,
   issueCallbackToken,
+  resultDeadlines,
   notFound,
   plannableTasksUnion,
   prepared,
@@ -24,7 +25,7 @@ import { single, type Resource } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
 import { serializeRun } from '../serializers/run.serializer.ts';
 import { serializeTaskStage } from '../serializers/task-stage.serializer.ts';
-import { applyRunAction, createRun, resultDeadlines, type RunPlace } from '../services/run.service.ts';
+import { applyRunAction, createRun, type RunPlace } from '../services/run.service.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { findWorkspace } from './workspaces.routes.ts';
 import { flexibleBoolean, NO_NUL, relationshipTo, resourceDocument, safeText, WELL_FORMED } from './schemas.ts';

@@ -20,8 +20,8 @@ import {
   stageStartedAtCreation,
   statusTimestampKey,
   type CallbackTokenIssuer,
-  type Config,
   type Queryable,
+  type ResultDeadlines,
   type Run,
   type RunAction,
   type TaskRow,
@@ -59,7 +59,7 @@ const CREATE_RUN_SQL = `with run as (
                       has_task_warnings, created_by, configuration_version_id, plan_json, version, created_at, updated_at)
     select ?, ?, ?, ?, ?::text, coalesce(jsonb_object_agg(key, ${DB_NOW_ISO}) filter (where key is not null), '{}'), ?, ?, ?, ?, false, ?, ?,
            ?::jsonb, ?::int, now(), now()
-      from (select ?::text as key) timestamp
+      from (select ?::text as key) started
     returning created_at, status_timestamps),
   event as (
     insert into outbox_events (topic, aggregate_id, payload, created_at, publish_attempts)
@@ -77,18 +77,6 @@ interface RunCreation {
   view: (createdAt: Date, statusTimestamps: Record<string, string>) => RunView;
   stageIds: string[];
 }
-
-/** What a run that starts a stage as it is created gives that stage's results: their deadlines. */
-export interface ResultDeadlines {
-  progressTimeoutSeconds: number;
-  maxRuntimeSeconds: number;
-}
-
-/** The deadlines of the configuration (the worker gives the results it starts the same). */
-export const resultDeadlines = (config: Pick<Config, 'taskProgressTimeoutSeconds' | 'taskMaxRuntimeSeconds'>): ResultDeadlines => ({
-  progressTimeoutSeconds: config.taskProgressTimeoutSeconds,
-  maxRuntimeSeconds: config.taskMaxRuntimeSeconds,
-});
 
 function runCreation(
   place: RunPlace,

@@ -16,6 +16,7 @@ import {
   type CallbackTokenIssuer,
   type EnforcementLevel,
   type Queryable,
+  type ResultDeadlines,
   type RunSnapshot,
   type RunStage,
   type RunStatus,
@@ -57,9 +58,7 @@ interface ResultRow {
   tokenless: boolean;
 }
 
-export interface AdvanceSettings {
-  progressTimeoutSeconds: number;
-  maxRuntimeSeconds: number;
+export interface AdvanceSettings extends ResultDeadlines {
   /** How long a started result's first delivery attempt is leased to the worker that started it. */
   attemptLeaseSeconds: number;
   issueToken: CallbackTokenIssuer;

@@ -200,7 +200,8 @@ export interface StageStart {
 
 /**
  * The stage a run starts as it is created, when its first step is to start one (it has pre_plan
- * tasks): the creation does that step itself, one hop of the worker fewer. Any other first step
+ * tasks): the creation takes that step itself, and the worker has only the stage's first attempts to
+ * claim and deliver instead of an advance to make. Any other first step
  * (planning, which is the worker's) leaves the run `pending` for the worker. `stages` are the run
  * stages planned with tasks.
  */

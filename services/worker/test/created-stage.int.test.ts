@@ -2,7 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { nativePool } from '@runtasks/shared';
 import { CLAIM, claimStartedAtCreation, ATTEMPT_LEASE_MS } from '../src/engine/dispatch.ts';
 import { sweep } from '../src/engine/sweeper.ts';
-import { api, createRun } from '../../../test/support/fixtures.ts';
+import { api, attachTask, createRun, createTask, eventually, seedOrganization } from '../../../test/support/fixtures.ts';
+import { startHarness, type Harness } from '../../../test/support/harness.ts';
+import { startScriptedServer, type ScriptedServer } from '../../../test/support/scripted-server.ts';
+import { startWorker, type RunningWorker } from '../src/worker.ts';
 import { startAdvanceFixture, type AdvanceFixture } from './support/advance-fixture.ts';
 
 interface Claimable {
@@ -79,5 +82,44 @@ describe('the first attempts of a stage started as its run was created', () => {
       ['canceled', 0],
       ['canceled', 0],
     ]);
+  });
+});
+
+describe('a run created in its pre_plan stage, with a worker running', () => {
+  // The sweeper would deliver a stage its job left alone, but not for twenty minutes here: what arrives
+  // within the deadline below was delivered by the run.created job's claim.
+  let h: Harness;
+  let worker: RunningWorker;
+  let server: ScriptedServer;
+  beforeAll(async () => {
+    h = await startHarness({ env: { SWEEPER_INTERVAL_SECONDS: '600' } });
+    server = await startScriptedServer((_delivery, res) => res.writeHead(200).end());
+    worker = await startWorker({ config: h.config, orm: h.orm, logger: h.logger, secrets: h.secrets, taskClient: h.taskClient });
+  });
+  afterAll(async () => {
+    await worker?.close();
+    await server?.close();
+    await h?.close();
+  });
+
+  it('has its results delivered by its run.created job, once each, without waiting for the sweeper', async () => {
+    const f = await seedOrganization(h, 'created-stage-e2e');
+    for (let index = 0; index < 2; index += 1)
+      await attachTask(h, f, f.workspaceId, await createTask(h, f, server.url), 'mandatory', ['pre_plan']);
+    const runId = await createRun(h, f.organizationToken, f.workspaceId);
+    const pool = await nativePool(h.orm.em);
+    const acknowledged = await eventually(async () => {
+      const { rows } = await pool.query<{ id: string; attempts: number }>(
+        `select tr.id, tr.attempts from task_results tr join task_stages ts on ts.id = tr.task_stage_id
+          where ts.run_id = $1 and tr.acknowledged_at is not null order by tr.id`,
+        [runId],
+      );
+      return rows.length === 2 ? rows : undefined;
+    }, 5_000);
+    expect(acknowledged.map((row) => row.attempts)).toEqual([1, 1]);
+    const delivered = server.deliveries.filter((delivery) => delivery.payload.run_id === runId);
+    expect(delivered.map((delivery) => [delivery.payload.task_result_id, delivery.attempt]).sort()).toEqual(
+      acknowledged.map((row) => [row.id, 1]),
+    );
   });
 });

@@ -1,5 +1,5 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { issueCallbackToken, openOrm, type RunStage } from '@runtasks/shared';
+import { issueCallbackToken, openOrm, resultDeadlines, type RunStage } from '@runtasks/shared';
 import { advanceRun, type StartedResult } from '../../src/engine/advance-run.ts';
 import { ATTEMPT_LEASE_MS } from '../../src/engine/dispatch.ts';
 import { immediateExecutor } from '../../src/engine/executor.ts';
@@ -44,8 +44,7 @@ export async function startAdvanceFixture(name: string, stages: readonly RunStag
         runId,
         immediateExecutor,
         {
-          progressTimeoutSeconds: 600,
-          maxRuntimeSeconds: 3600,
+          ...resultDeadlines(h.config),
           attemptLeaseSeconds: ATTEMPT_LEASE_MS / 1000,
           issueToken: (resultId) => issueCallbackToken(h.secrets, resultId),
         },

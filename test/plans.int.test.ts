@@ -4,6 +4,7 @@ import type { PoolClient } from 'pg';
 import { CALLBACK } from '../services/api/src/routes/callback.routes.ts';
 import { taskPageText } from '../services/api/src/routes/run-tasks.routes.ts';
 import { ACKNOWLEDGE, CLAIM, CLAIM_STARTED_AT_CREATION } from '../services/worker/src/engine/dispatch.ts';
+import { RUNS_SNAPSHOT_SQL } from '../services/worker/src/engine/advance-run.ts';
 import { EXPIRE_IN_FLIGHT_SQL, IDLE_RUNS_SQL, OVERDUE_DELIVERIES_SQL } from '../services/worker/src/engine/sweeper.ts';
 import { CLAIM_EVENTS } from '../services/worker/src/outbox-relay.ts';
 import { startAdvanceFixture, type AdvanceFixture } from '../services/worker/test/support/advance-fixture.ts';
@@ -223,19 +224,37 @@ describe("the sweeper's queries", () => {
     );
     for (const table of ['runs', 'task_stages', 'task_results']) await client.query(`analyze ${table}`);
   });
-  const planOf = async (sql: string): Promise<string> =>
-    (await connection().query<{ 'QUERY PLAN': string }>(`explain (costs off) ${numbered(sql).replace('$1', '30')}`)).rows
+  /** The plan of `sql` with its parameters ($1, $2, …) given as these SQL literals. */
+  const planOf = async (sql: string, literals: readonly string[]): Promise<string> =>
+    (
+      await connection().query<{ 'QUERY PLAN': string }>(
+        `explain (costs off) ${numbered(sql).replace(/\$(\d+)/g, (_, index: string) => literals[Number(index) - 1] ?? '')}`,
+      )
+    ).rows
       .map((line) => line['QUERY PLAN'])
       .join('\n');
 
+  // The idle runs' page: 30 s of grace, after a cursor (its updated_at twice, its id), 500 at a time.
+  const cursorAt = `'2026-01-01 00:00:00.123456+00'`;
   it.each([
-    ['idle runs', IDLE_RUNS_SQL],
-    ['expired results', EXPIRE_IN_FLIGHT_SQL],
-    ['overdue deliveries', OVERDUE_DELIVERIES_SQL],
-  ])("reach the %s through the unfinished runs' index, never reading every run or result", async (_, sql) => {
-    const plan = await planOf(sql);
+    ['idle runs', IDLE_RUNS_SQL, ['30', cursorAt, cursorAt, `'run-x'`, '500']],
+    ['expired results', EXPIRE_IN_FLIGHT_SQL, []],
+    ['overdue deliveries', OVERDUE_DELIVERIES_SQL, ['30']],
+  ])("reach the %s through the unfinished runs' index, never reading every run or result", async (_, sql, literals) => {
+    const plan = await planOf(sql, literals);
     expect(plan).toContain('runs_unfinished_idx');
     expect(plan).not.toContain('Seq Scan');
+  });
+
+  it('read the snapshots of a page of idle runs by index, never every stage or result', async () => {
+    const plan = await planOf(RUNS_SNAPSHOT_SQL, [`array['run-x', 'run-y', 'run-z']`]);
+    expect(plan).toContain('runs_pkey');
+    expect(plan).not.toContain('Seq Scan');
+  });
+
+  it("start a page of idle runs at its cursor in the unfinished runs' index, not at the oldest run", async () => {
+    const plan = await planOf(IDLE_RUNS_SQL, ['30', cursorAt, cursorAt, `'run-x'`, '500']);
+    expect(plan).toMatch(/Index Cond: .*updated_at >= /);
   });
 });
 

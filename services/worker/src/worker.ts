@@ -32,7 +32,7 @@ import {
   type DispatchOutcome,
 } from './engine/dispatch.ts';
 import { immediateExecutor, type RunExecutor } from './engine/executor.ts';
-import { expireResults, sweep } from './engine/sweeper.ts';
+import { expireResults, sweep, type IdleRunCursor } from './engine/sweeper.ts';
 import { JOB_RETENTION, OutboxRelay } from './outbox-relay.ts';
 
 export interface WorkerDeps {
@@ -109,6 +109,8 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     },
   };
   const graceSeconds = Math.max(1, (2 * deps.config.sweeperIntervalMs) / 1000);
+  // Where this worker's next sweep goes on looking at idle runs (each pass looks at a bounded number).
+  let idleCursor: IdleRunCursor | undefined;
 
   const enqueueAdvance = (runId: string) =>
     queue.add(JOBS.runAdvance, { runId, mayBeIdle: true }, { jobId: advanceJobId(runId), ...JOB_OPTIONS });
@@ -144,7 +146,8 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
       return runIds.length;
     },
     async [JOBS.sweep]() {
-      const { runIds, resultIds } = await sweep(deps.orm.em.fork(), graceSeconds);
+      const { runIds, resultIds, idleCursor: next } = await sweep(deps.orm.em.fork(), graceSeconds, { idleCursor });
+      idleCursor = next;
       await Promise.all([...runIds.map(enqueueAdvance), ...resultIds.map(({ id, attempt }) => redriveDispatch(id, attempt))]);
       return { runs: runIds.length, results: resultIds.length };
     },

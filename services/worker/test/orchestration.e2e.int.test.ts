@@ -526,15 +526,16 @@ describe('orchestration end to end: API + two worker processes + real task serve
       const runId = await createRun(h, org.organizationToken, workspaceId, { 'auto-apply': false });
       await runReaches(org, runId, 'post_plan_completed');
       const reachedAt = Date.now();
-      // Wait for proof that a worker looked at the run again (the sweeper re-drives idle runs) and left it.
+      // Wait for proof that a worker looked at the run again and left it: a sweep that began when the run had
+      // been idle for longer than the sweeper's grace (1 s here) judged it waiting for a person and woke nothing.
       await waitFor(async () => {
         const jobs = await queue.getJobs(['completed'], 0, 199);
-        return jobs.some(
-          (job) => job.name === JOBS.runAdvance && (job.data as { runId?: string }).runId === runId && (job.processedOn ?? 0) > reachedAt,
-        )
-          ? true
-          : undefined;
-      }, 'a later run.advance job for the waiting run');
+        return jobs.some((job) => job.name === JOBS.sweep && (job.processedOn ?? 0) > reachedAt + 2_000) ? true : undefined;
+      }, 'a sweep with the waiting run idle');
+      const wakeUps = (await queue.getJobs(['completed', 'active', 'waiting', 'delayed'], 0, 999)).filter(
+        (job) => job.name === JOBS.runAdvance && (job.data as { runId?: string }).runId === runId && job.timestamp > reachedAt,
+      );
+      expect(wakeUps).toEqual([]);
       const waiting = await getRun(org, runId);
       expect(waiting.status).toBe('post_plan_completed');
       expect(waiting.timestamps['confirmed-at']).toBeUndefined();

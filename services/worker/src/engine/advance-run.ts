@@ -174,28 +174,29 @@ function snapshotsOf(stages: readonly StageRow[], results: readonly ResultRow[])
   }));
 }
 
-type SnapshotRow = Omit<RunRow, 'id' | 'status'> & StageResultRow & { run_status: RunStatus };
+type SnapshotRow = Omit<RunRow, 'id' | 'status'> & StageResultRow & { run_id: string; run_status: RunStatus };
 
-const RUN_SNAPSHOT = prepared(
-  'run-snapshot',
-  `select r.status as run_status, r.plan_only, r.auto_apply, o.task_overrides_enabled as overrides_enabled, ${STAGE_RESULT_COLUMNS}
-     from runs r join organizations o on o.id = r.organization_id
+const SNAPSHOT_COLUMNS = `r.id as run_id, r.status as run_status, r.plan_only, r.auto_apply, o.task_overrides_enabled as overrides_enabled,
+          ${STAGE_RESULT_COLUMNS}`;
+const SNAPSHOT_FROM = `runs r join organizations o on o.id = r.organization_id
      left join task_stages ts on ts.run_id = r.id
-     left join task_results tr on tr.task_stage_id = ts.id
-    where r.id = $1`,
-);
+     left join task_results tr on tr.task_stage_id = ts.id`;
+
+const RUN_SNAPSHOT = prepared('run-snapshot', `select ${SNAPSHOT_COLUMNS} from ${SNAPSHOT_FROM} where r.id = $1`);
+/**
+ * Many runs' snapshots: not prepared, so that each is planned for its own list (a generic plan, which
+ * cannot know how many runs it reads, may read every stage and result instead of probing their indexes).
+ */
+export const RUNS_SNAPSHOT_SQL = `select ${SNAPSHOT_COLUMNS} from ${SNAPSHOT_FROM} where r.id = any($1::text[])`;
 
 /**
- * Whether the run has nothing to do now, judged from one consistent snapshot (one statement) without
- * a lock or a transaction. Many wake-ups are of this kind (a sweeper pass, a deadline moved on by progress).
- * Waiting is safe to conclude lock-free: whatever later lets the run move (a callback, a deadline, an
- * override, an action) commits first and then wakes it again. Runs to repair or that ended take the
- * locked path as before.
+ * Whether a run, as one snapshot's rows show it (at least one), waits: for a task server's verdict, a
+ * deadline, a person's decision. Runs to repair or that ended are not judged waiting: the locked path
+ * looks at them.
  */
-async function nothingToDo(em: EntityManager, runId: string): Promise<boolean> {
-  const rows = await runPrepared<SnapshotRow>(await nativePool(em), RUN_SNAPSHOT, [runId]);
-  const first = rows[0];
-  if (!first) return true;
+function waits(rows: readonly SnapshotRow[]): boolean {
+  const [first] = rows;
+  if (!first) return false;
   const { stages, results } = groupStages(rows);
   if (ENDED.has(first.run_status) || (first.run_status === 'pending' && stages.length === 0)) return false;
   const snapshot: RunSnapshot = {
@@ -205,6 +206,34 @@ async function nothingToDo(em: EntityManager, runId: string): Promise<boolean> {
     overridesEnabled: first.overrides_enabled,
   };
   return nextRunStep(snapshot, snapshotsOf(stages, results)).kind === 'wait';
+}
+
+/**
+ * Whether the run has nothing to do now, judged from one consistent snapshot (one statement) without
+ * a lock or a transaction. Many wake-ups are of this kind (a deadline moved on by progress, a failed
+ * delivery's). Waiting is safe to conclude lock-free: whatever later lets the run move (a callback, a
+ * deadline, an override, an action) commits first and then wakes it again.
+ */
+async function nothingToDo(em: EntityManager, runId: string): Promise<boolean> {
+  const rows = await runPrepared<SnapshotRow>(await nativePool(em), RUN_SNAPSHOT, [runId]);
+  return rows.length === 0 || waits(rows);
+}
+
+/**
+ * Of these runs, those that have something to do now: the sweeper's look at idle runs, by the same
+ * rule and snapshot as `nothingToDo`, for many runs in one statement (a run gone meanwhile has none).
+ * A run waiting for a slow task server or for a person needs no wake-up, however long it waits.
+ */
+export async function runsThatMayMove(em: EntityManager, runIds: readonly string[]): Promise<string[]> {
+  if (runIds.length === 0) return [];
+  const byRun = new Map<string, SnapshotRow[]>();
+  const { rows } = await (await nativePool(em)).query<SnapshotRow>(RUNS_SNAPSHOT_SQL, [runIds]);
+  for (const row of rows) {
+    const rows = byRun.get(row.run_id);
+    if (rows) rows.push(row);
+    else byRun.set(row.run_id, [row]);
+  }
+  return runIds.filter((runId) => byRun.has(runId) && !waits(byRun.get(runId) ?? []));
 }
 
 type LockedRow = RunRow & DispatchRunFields & StageResultRow & { version: number; seen_version: number };

@@ -1,12 +1,33 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { DB_NOW_ISO } from '@runtasks/shared';
+import { DB_NOW_ISO, nativePool, numbered } from '@runtasks/shared';
+import { runsThatMayMove } from './advance-run.ts';
+
+/** Where a look at idle runs goes on from: after this run (its `updated_at` as PostgreSQL's text, to the microsecond). */
+export interface IdleRunCursor {
+  updatedAt: string;
+  id: string;
+}
 
 export interface SweepResult {
   /** Runs to advance: a result of theirs expired, or they were left behind. */
   runIds: string[];
   /** Results whose next delivery attempt is overdue (its delayed job was lost). */
   resultIds: { id: string; attempt: number }[];
+  /** Where the next pass goes on looking at idle runs; undefined when this one looked at them all. */
+  idleCursor: IdleRunCursor | undefined;
 }
+
+export interface SweepOptions {
+  /** Where the last pass stopped looking at idle runs. */
+  idleCursor?: IdleRunCursor | undefined;
+  /** Idle runs read (and judged) at a time. */
+  idlePageSize?: number;
+  /** Pages of idle runs one pass reads at most; the next pass goes on from there. */
+  idlePages?: number;
+}
+
+const IDLE_PAGE_SIZE = 500;
+const IDLE_PAGES_PER_PASS = 20;
 
 /** Runs that can still have open results: `runs_unfinished_idx`'s predicate, word for word, so that a query stating it can read that index. */
 const UNFINISHED_RUN = `status not in ('applied', 'post_apply_completed', 'planned_and_finished', 'discarded', 'errored', 'canceled')`;
@@ -67,23 +88,59 @@ export const OVERDUE_DELIVERIES_SQL = `select tr.id, tr.attempts from ${IN_FLIGH
       order by tr.next_attempt_at limit 500`;
 
 /**
- * The runs the sweeper re-drives. Its condition on `status` is the predicate of `runs_unfinished_idx`,
- * so PostgreSQL reads that index (the unfinished runs, oldest first) and never the finished runs,
- * however many there are (test/plans.int.test.ts checks the plan).
+ * The unfinished runs untouched for $1 seconds, a page ($5 of them) at a time, oldest first, after the
+ * cursor ($2 and $3 its `updated_at`, $4 its id; `updated_at >= $2` is what lets the index scan start there). Its
+ * condition on `status` is the predicate of `runs_unfinished_idx`, so PostgreSQL reads that index (the
+ * unfinished runs, oldest first) and never the finished runs, however many there are
+ * (test/plans.int.test.ts checks the plan).
  */
-export const IDLE_RUNS_SQL = `select id from runs
+export const IDLE_RUNS_SQL = numbered(`select id, updated_at::text as cursor_at from runs
       where ${UNFINISHED_RUN} and updated_at < now() - make_interval(secs => ?)
-      order by updated_at limit 500`;
+        and updated_at >= ?::timestamptz and (updated_at, id) > (?::timestamptz, ?::text)
+      order by updated_at, id limit ?`);
+
+/**
+ * The idle runs that have something to do (a wake-up of theirs was lost), judged page by page with the
+ * run engine's own rule. Those that wait, for a slow task server or for a person's decision, are left
+ * alone however long they wait, and never hide the others: the look goes on past them, page after page,
+ * from one pass to the next.
+ */
+async function idleRunsThatMayMove(
+  em: EntityManager,
+  graceSeconds: number,
+  options: SweepOptions,
+): Promise<{ runIds: string[]; cursor: IdleRunCursor | undefined }> {
+  const pageSize = options.idlePageSize ?? IDLE_PAGE_SIZE;
+  const runIds: string[] = [];
+  let cursor = options.idleCursor;
+  const pool = await nativePool(em);
+  for (let page = 0; page < (options.idlePages ?? IDLE_PAGES_PER_PASS); page += 1) {
+    const from = cursor?.updatedAt ?? '-infinity';
+    const { rows } = await pool.query<{ id: string; cursor_at: string }>(IDLE_RUNS_SQL, [
+      graceSeconds,
+      from,
+      from,
+      cursor?.id ?? '',
+      pageSize,
+    ]);
+    const seen = rows.map((row) => row.id);
+    runIds.push(...(await runsThatMayMove(em, seen)));
+    const last = rows.at(-1);
+    // A short page was the last one: the next pass starts again from the oldest.
+    if (!last || rows.length < pageSize) return { runIds, cursor: undefined };
+    cursor = { updatedAt: last.cursor_at, id: last.id };
+  }
+  return { runIds, cursor };
+}
 
 /**
  * The safety net that makes Redis optional for correctness: deadlines live in PostgreSQL, and this
  * periodic pass ends expired results and re-drives whatever a lost job left behind.
  */
-export async function sweep(em: EntityManager, graceSeconds: number): Promise<SweepResult> {
+export async function sweep(em: EntityManager, graceSeconds: number, options: SweepOptions = {}): Promise<SweepResult> {
   const expired = await expireResults(em);
   const overdue = await em.execute<{ id: string; attempts: number }[]>(OVERDUE_DELIVERIES_SQL, [graceSeconds]);
-  // Non-final runs nobody touched for a while: advancing them is a no-op when they are waiting.
-  const idle = await em.execute<{ id: string }[]>(IDLE_RUNS_SQL, [graceSeconds]);
-  const runIds = [...new Set([...expired, ...idle.map((row) => row.id)])];
-  return { runIds, resultIds: overdue.map((row) => ({ id: row.id, attempt: row.attempts + 1 })) };
+  const idle = await idleRunsThatMayMove(em, graceSeconds, options);
+  const runIds = [...new Set([...expired, ...idle.runIds])];
+  return { runIds, resultIds: overdue.map((row) => ({ id: row.id, attempt: row.attempts + 1 })), idleCursor: idle.cursor };
 }

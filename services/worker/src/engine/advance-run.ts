@@ -183,6 +183,7 @@ const SNAPSHOT_FROM = `runs r join organizations o on o.id = r.organization_id
      left join task_results tr on tr.task_stage_id = ts.id`;
 
 const RUN_SNAPSHOT = prepared('run-snapshot', `select ${SNAPSHOT_COLUMNS} from ${SNAPSHOT_FROM} where r.id = $1`);
+
 /**
  * Many runs' snapshots: not prepared, so that each is planned for its own list (a generic plan, which
  * cannot know how many runs it reads, may read every stage and result instead of probing their indexes).
@@ -229,8 +230,8 @@ export async function runsThatMayMove(em: EntityManager, runIds: readonly string
   const byRun = new Map<string, SnapshotRow[]>();
   const { rows } = await (await nativePool(em)).query<SnapshotRow>(RUNS_SNAPSHOT_SQL, [runIds]);
   for (const row of rows) {
-    const rows = byRun.get(row.run_id);
-    if (rows) rows.push(row);
+    const ofRun = byRun.get(row.run_id);
+    if (ofRun) ofRun.push(row);
     else byRun.set(row.run_id, [row]);
   }
   return runIds.filter((runId) => byRun.has(runId) && !waits(byRun.get(runId) ?? []));

@@ -72,6 +72,21 @@ describe('npm start (API and worker in one process)', () => {
     expect(await second.exited).toBe(0);
   }, 60_000);
 
+  it('stops cleanly (exit 0) on a SIGTERM that comes while it is still starting', async () => {
+    const port = await freePort();
+    const name = `${databaseName}_early`;
+    try {
+      const starting = start({ DATABASE_URL: databaseUrl(name), PORT: String(port), QUEUE_PREFIX: `test-${randomAlphanumeric(8)}` });
+      // The token is printed before the API listens and the worker starts: the signal comes in the middle of start-up.
+      await eventually(async () => (starting.stdout().includes('Site-admin token') ? true : undefined), 20_000);
+      starting.child.kill('SIGTERM');
+      expect(await starting.exited).toBe(0);
+      expect(starting.stderr()).toBe('');
+    } finally {
+      await withAdminClient((client) => dropDatabase(client, name));
+    }
+  }, 60_000);
+
   it('accepts ADMIN_TOKEN as the site-admin token', async () => {
     const port = await freePort();
     const adminToken = `chosen_${randomAlphanumeric(24)}`;

@@ -1,4 +1,4 @@
-import { createTaskClient, Metrics, migrateUp, onShutdownSignals, pendingMigrations, type Config } from '@runtasks/shared';
+import { createTaskClient, Metrics, migrateUp, onShutdownSignals, pendingMigrations, type Config, type TaskClient } from '@runtasks/shared';
 import { startWorker, type RunningWorker } from '@runtasks/worker';
 import type { Server } from 'node:http';
 import { parseArgs } from 'node:util';
@@ -41,48 +41,62 @@ runMain(async () => {
   const runtime = await bootstrap({ name: `runtasks-${role}`, createDatabase: role === 'all', requireRedis: true });
   const { config, orm, logger } = runtime;
 
-  if (role === 'all') {
-    const applied = await migrateUp(orm);
-    if (applied.length > 0) logger.info({ applied }, 'migrations applied');
-  } else {
-    const pending = await pendingMigrations(orm);
-    if (pending.length > 0) logger.warn({ pending }, 'migrations pending: run `npm run migrate`');
-  }
-
-  const em = orm.em.fork();
-  if (config.adminToken) {
-    await ensureAdminToken(em, runtime.secrets, config.adminToken);
-  } else if (!(await hasActiveAdminToken(em))) {
-    const { secret } = await issueToken(em, runtime.secrets, { kind: 'admin', description: 'first start' });
-    // Printed once, to the terminal only: it is never logged or stored in plaintext.
-    process.stdout.write(`\nSite-admin token (shown once; set ADMIN_TOKEN to choose your own):\n\n  ${secret}\n\n`);
-  } else {
-    logger.info('a site-admin token exists; create another with `npm run cli -- tokens:create --admin`');
-  }
-
-  const taskClient = createTaskClient({ allowlist: config.taskDestinationAllowlist });
-  // One registry for the process: with the worker in-process, /metrics shows both.
-  const metrics = new Metrics();
-  const operations = createApiOps({ config, orm, secrets: runtime.secrets, logger, metrics });
-  const app = buildApp({ config, orm, secrets: runtime.secrets, logger, taskClient, ops: operations.ops });
-  // Listening first: a process that cannot have its port stops before it has taken any job.
-  const server = await listen(app, config);
-  const worker: RunningWorker | undefined =
-    role === 'all' ? await startWorker({ config, orm, logger, secrets: runtime.secrets, taskClient, metrics }) : undefined;
-  server.requestTimeout = 30_000;
-  server.headersTimeout = 15_000;
-  logger.info({ url: config.publicBaseUrl, host: config.host, port: config.port, role }, 'listening');
-
+  // What start-up has started so far. Signals are handled from here on: one that comes during start-up
+  // (the API answers before the worker has started) waits for it to end, then stops everything,
+  // rather than killing the process.
+  let operations: ReturnType<typeof createApiOps> | undefined;
+  let taskClient: TaskClient | undefined;
+  let server: Server | undefined;
+  let worker: RunningWorker | undefined;
+  let started: Promise<void> = Promise.resolve();
   onShutdownSignals(logger, config.shutdownTimeoutMs, async () => {
-    // Readiness answers 503 first, so load balancers stop sending before the listener closes.
-    operations.startDraining();
-    await new Promise((resolve) => setTimeout(resolve, config.shutdownDrainDelayMs));
+    await started.catch(() => undefined);
+    if (operations) {
+      // Readiness answers 503 first, so load balancers stop sending before the listener closes.
+      operations.startDraining();
+      await new Promise((resolve) => setTimeout(resolve, config.shutdownDrainDelayMs));
+    }
     // In-flight requests finish; idle keep-alive sockets are closed by Node.
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
     // Active jobs finish; nothing new is taken.
     await worker?.close();
-    await operations.close();
-    await taskClient.close();
+    await operations?.close();
+    await taskClient?.close();
     await orm.close();
   });
+
+  started = (async () => {
+    if (role === 'all') {
+      const applied = await migrateUp(orm);
+      if (applied.length > 0) logger.info({ applied }, 'migrations applied');
+    } else {
+      const pending = await pendingMigrations(orm);
+      if (pending.length > 0) logger.warn({ pending }, 'migrations pending: run `npm run migrate`');
+    }
+
+    const em = orm.em.fork();
+    if (config.adminToken) {
+      await ensureAdminToken(em, runtime.secrets, config.adminToken);
+    } else if (!(await hasActiveAdminToken(em))) {
+      const { secret } = await issueToken(em, runtime.secrets, { kind: 'admin', description: 'first start' });
+      // Printed once, to the terminal only: it is never logged or stored in plaintext.
+      process.stdout.write(`\nSite-admin token (shown once; set ADMIN_TOKEN to choose your own):\n\n  ${secret}\n\n`);
+    } else {
+      logger.info('a site-admin token exists; create another with `npm run cli -- tokens:create --admin`');
+    }
+
+    taskClient = createTaskClient({ allowlist: config.taskDestinationAllowlist });
+    // One registry for the process: with the worker in-process, /metrics shows both.
+    const metrics = new Metrics();
+    operations = createApiOps({ config, orm, secrets: runtime.secrets, logger, metrics });
+    const app = buildApp({ config, orm, secrets: runtime.secrets, logger, taskClient, ops: operations.ops });
+    // Listening first: a process that cannot have its port stops before it has taken any job.
+    const listening = await listen(app, config);
+    listening.requestTimeout = 30_000;
+    listening.headersTimeout = 15_000;
+    server = listening;
+    if (role === 'all') worker = await startWorker({ config, orm, logger, secrets: runtime.secrets, taskClient, metrics });
+  })();
+  await started;
+  logger.info({ url: config.publicBaseUrl, host: config.host, port: config.port, role }, 'listening');
 });

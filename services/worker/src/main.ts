@@ -12,7 +12,8 @@ import {
   startHealthServer,
 } from '@runtasks/shared';
 import { Redis } from 'ioredis';
-import { startWorker } from './worker.ts';
+import type { Server } from 'node:http';
+import { startWorker, type RunningWorker } from './worker.ts';
 
 /** A worker process on its own; run as many as the load needs (`npm run start:worker`). */
 async function main(): Promise<void> {
@@ -34,36 +35,46 @@ async function main(): Promise<void> {
   if (pending.length > 0) throw new Error(`Migrations are pending (${pending.join(', ')}): run \`npm run migrate\` first.`);
   // The same SECRET_KEY as the API: it decrypts HMAC keys and keys the callback-token hashes.
   const secrets = createSecretBox(resolveSecretKey(config).key);
-  const worker = await startWorker({ config, orm, logger, secrets });
+  let worker: RunningWorker | undefined;
+  let health: Server | undefined;
   let draining = false;
   const redis = new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 3000 });
   redis.on('error', () => undefined);
-  const health =
-    config.workerHealthPort > 0
-      ? await startHealthServer({
-          host: config.host,
-          port: config.workerHealthPort,
-          metrics: worker.metrics,
-          isDraining: () => draining,
-          checks: {
-            postgres: async () => void (await orm.em.fork().execute('select 1')),
-            redis: async () => void (await redis.ping()),
-          },
-        }).catch((error: unknown) => {
-          // Several workers on one host share the default port: the first serves probes, the rest go on without.
-          logger.warn({ err: error, port: config.workerHealthPort }, 'health server not started (set WORKER_HEALTH_PORT per worker)');
-          return undefined;
-        })
-      : undefined;
-  logger.info({ concurrency: config.workerConcurrency, healthPort: config.workerHealthPort }, 'worker started');
+  let started: Promise<void> = Promise.resolve();
+  // Handled from before the worker takes its first job: a signal that comes while it starts waits for
+  // start-up to end and then stops it, rather than killing the process with jobs active.
   onShutdownSignals(logger, config.shutdownTimeoutMs, async () => {
+    await started.catch(() => undefined);
     draining = true;
     // Active jobs finish; nothing new is taken. A job killed anyway comes back as stalled elsewhere.
-    await worker.close();
+    await worker?.close();
     await new Promise<void>((resolve) => (health ? health.close(() => resolve()) : resolve()));
     redis.disconnect();
     await orm.close();
   });
+  started = (async () => {
+    const running = await startWorker({ config, orm, logger, secrets });
+    worker = running;
+    health =
+      config.workerHealthPort > 0
+        ? await startHealthServer({
+            host: config.host,
+            port: config.workerHealthPort,
+            metrics: running.metrics,
+            isDraining: () => draining,
+            checks: {
+              postgres: async () => void (await orm.em.fork().execute('select 1')),
+              redis: async () => void (await redis.ping()),
+            },
+          }).catch((error: unknown) => {
+            // Several workers on one host share the default port: the first serves probes, the rest go on without.
+            logger.warn({ err: error, port: config.workerHealthPort }, 'health server not started (set WORKER_HEALTH_PORT per worker)');
+            return undefined;
+          })
+        : undefined;
+  })();
+  await started;
+  logger.info({ concurrency: config.workerConcurrency, healthPort: config.workerHealthPort }, 'worker started');
 }
 
 main().catch((error: unknown) => {

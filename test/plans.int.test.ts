@@ -5,7 +5,12 @@ import { CALLBACK } from '../services/api/src/routes/callback.routes.ts';
 import { taskPageText } from '../services/api/src/routes/run-tasks.routes.ts';
 import { ACKNOWLEDGE, CLAIM, CLAIM_STARTED_AT_CREATION } from '../services/worker/src/engine/dispatch.ts';
 import { RUNS_SNAPSHOT_SQL } from '../services/worker/src/engine/advance-run.ts';
-import { EXPIRE_IN_FLIGHT_SQL, IDLE_RUNS_SQL, OVERDUE_DELIVERIES_SQL } from '../services/worker/src/engine/sweeper.ts';
+import {
+  EXPIRE_IN_FLIGHT_SQL,
+  EXPIRE_IN_STAGES_SQL,
+  IDLE_RUNS_SQL,
+  OVERDUE_DELIVERIES_SQL,
+} from '../services/worker/src/engine/sweeper.ts';
 import { CLAIM_EVENTS } from '../services/worker/src/outbox-relay.ts';
 import { startAdvanceFixture, type AdvanceFixture } from '../services/worker/test/support/advance-fixture.ts';
 import { createRun, seedOrganization } from './support/fixtures.ts';
@@ -243,6 +248,12 @@ describe("the sweeper's queries", () => {
   ])("reach the %s through the unfinished runs' index, never reading every run or result", async (_, sql, literals) => {
     const plan = await planOf(sql, literals);
     expect(plan).toContain('runs_unfinished_idx');
+    expect(plan).not.toContain('Seq Scan');
+  });
+
+  it("end a deadline job's stages' due results, found by index, never reading every result", async () => {
+    const plan = await planOf(EXPIRE_IN_STAGES_SQL, [`array['stage-done-1', 'stage-done-2']`]);
+    expect(plan).toContain('task_results_stage_task_unique');
     expect(plan).not.toContain('Seq Scan');
   });
 

@@ -31,6 +31,7 @@ import {
   tokenOf,
   type DispatchOutcome,
 } from './engine/dispatch.ts';
+import { BatchWriter } from './engine/batch-writer.ts';
 import { immediateExecutor, type RunExecutor } from './engine/executor.ts';
 import { expireResults, sweep, type IdleRunCursor } from './engine/sweeper.ts';
 import { JOB_RETENTION, OutboxRelay } from './outbox-relay.ts';
@@ -62,15 +63,17 @@ interface JobData {
    */
   mayBeIdle?: boolean;
   resultId?: string;
-  /**
-   * task.deadline: the stage whose results' progress deadline it is (a result's id in older jobs).
-   * run.created: the stage the API started as it created the run, whose first attempts are to deliver.
-   */
+  /** run.created: the stage the API started as it created the run, whose first attempts are to deliver (and task.deadline's of earlier versions). */
   stageId?: string;
+  /** task.deadline: the stages whose results' progress deadline it is (a result's id in jobs of earlier versions). */
+  stageIds?: string[];
 }
 
 /** Jobs are wake-up signals: a failed one is retried a few times, and the sweeper re-drives anything lost. */
 const JOB_OPTIONS = { ...JOB_RETENTION, attempts: 5, backoff: { type: 'exponential', delay: 500 } } as const;
+
+/** Stages in one deadline job at most. */
+const DEADLINE_BATCH = 500;
 
 /** Longer than a worker connection's longest wait between reconnection attempts. */
 const RECONNECT_WAIT_MS = MAX_RECONNECT_DELAY_MS + 1_000;
@@ -112,6 +115,22 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
   // Where this worker's next sweep goes on looking at idle runs (each pass looks at a bounded number).
   let idleCursor: IdleRunCursor | undefined;
 
+  // One delayed task.deadline job for the stages started while the previous one was being added (one
+  // stage each when idle): under load, a handful of jobs a second instead of one per stage, in Redis
+  // for the whole progress timeout. Added after the stages started, so it fires after their deadline.
+  const stageDeadlines = new BatchWriter<string>(async (stageIds) => {
+    const [first] = stageIds;
+    await queue.add(
+      JOBS.taskDeadline,
+      { stageIds },
+      {
+        jobId: stageIds.length === 1 ? `task-deadline.${first}` : `task-deadline.${first}.and-${stageIds.length - 1}`,
+        delay: settings.progressTimeoutSeconds * 1000 + 50,
+        ...JOB_OPTIONS,
+      },
+    );
+  }, DEADLINE_BATCH);
+
   const enqueueAdvance = (runId: string) =>
     queue.add(JOBS.runAdvance, { runId, mayBeIdle: true }, { jobId: advanceJobId(runId), ...JOB_OPTIONS });
   const enqueueDispatch = (resultId: string, attempt: number, delay = 0) =>
@@ -137,11 +156,9 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     },
     async [JOBS.taskDeadline](job) {
       // Woken at the progress deadline; a deadline extended by progress callbacks makes this a no-op
-      // (the sweeper catches the later one).
-      const runIds = await expireResults(
-        deps.orm.em.fork(),
-        job.data.stageId ? { stageId: job.data.stageId } : { resultId: job.data.resultId ?? '' },
-      );
+      // (the sweeper catches the later one). One stage or one result in jobs of earlier versions.
+      const stageIds = job.data.stageIds ?? (job.data.stageId ? [job.data.stageId] : undefined);
+      const runIds = await expireResults(deps.orm.em.fork(), stageIds ? { stageIds } : { resultId: job.data.resultId ?? '' });
       await Promise.all(runIds.map(enqueueAdvance));
       return runIds.length;
     },
@@ -184,16 +201,9 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     if (started.length === 0) return 0;
     // After commit, the started results' first attempts, claimed by the advance, are delivered here (no
     // job in between); a crash before they end leaves leases the sweeper re-drives when they expire.
-    // Meanwhile one deadline job per started stage (its results share the deadline; one extended by
+    // Meanwhile the started stages' deadline is scheduled (their results share it; one extended by
     // progress is the sweeper's).
-    const deadlineDelay = settings.progressTimeoutSeconds * 1000 + 50;
-    const scheduled = queue.addBulk(
-      [...new Set(started.map((result) => result.stageId))].map((stageId) => ({
-        name: JOBS.taskDeadline,
-        data: { stageId },
-        opts: { jobId: `task-deadline.${stageId}`, delay: deadlineDelay, ...JOB_OPTIONS },
-      })),
-    );
+    const scheduled = Promise.all([...new Set(started.map((result) => result.stageId))].map((stageId) => stageDeadlines.write(stageId)));
     // Awaited after the deliveries; a rejection meanwhile must not count as unhandled.
     scheduled.catch(() => undefined);
     const delivered = await Promise.allSettled(

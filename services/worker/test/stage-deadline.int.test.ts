@@ -9,8 +9,8 @@ import { startWorker, type RunningWorker } from '../src/worker.ts';
 const TASKS = 3;
 
 /**
- * A stage's results share one progress deadline, woken by one delayed `task.deadline` job per started
- * stage (not one per result). The sweeper runs every ten minutes here, so only that job can end them.
+ * A stage's results share one progress deadline, woken by one delayed `task.deadline` job for the
+ * stages started together (not one per result). The sweeper runs every ten minutes here, so only that job can end them.
  * Their first delivery attempts are made by the job that started the stage, without a job of their own.
  */
 describe('the progress deadline of a stage', () => {
@@ -82,9 +82,11 @@ describe('the progress deadline of a stage', () => {
       expect(row.message).toBe('The run task sent no progress within its progress timeout.');
       expect([row.attempts, row.delivered]).toEqual([1, 1]);
     }
-    // One deadline job for the stage, none for its results, and no dispatch job at all.
+    // One deadline job for the stage (the only one started here), none for its results, and no dispatch job at all.
     const jobs = await worker.queue.getJobs(['completed', 'delayed', 'waiting', 'active', 'failed']);
-    expect(jobs.filter((job) => job.name === JOBS.taskDeadline).map((job) => job.id)).toEqual([`task-deadline.${stageId}`]);
+    expect(jobs.filter((job) => job.name === JOBS.taskDeadline).map((job) => [job.id, job.data])).toEqual([
+      [`task-deadline.${stageId}`, { stageIds: [stageId] }],
+    ]);
     expect(jobs.filter((job) => job.name === JOBS.taskDispatch).map((job) => job.id)).toEqual([]);
   });
 });

@@ -15,6 +15,7 @@ import {
   type TaskClient,
 } from '@runtasks/shared';
 import type { Pool } from 'pg';
+import { BatchWriter } from './batch-writer.ts';
 import { buildTaskPayload, DISPATCH_COLUMNS, type DispatchRow } from './task-payload.ts';
 
 export interface DispatchDeps {
@@ -110,40 +111,21 @@ export const ACKNOWLEDGE = prepared(
 const ACKNOWLEDGE_BATCH = 200;
 
 /**
- * Writes acknowledgements as they come, one statement at a time: those that arrive while one is
- * being written go together in the next (no added wait when idle; fewer, larger commits under load).
- * Each caller's promise settles when its own acknowledgement is written or failed.
+ * Acknowledgements written as they come (BatchWriter): those that arrive while one statement is being
+ * written go together in the next. Each caller's promise settles when its own is written or failed.
  */
 export class Acknowledgements {
-  private readonly queued: { values: unknown[]; settle: (error?: unknown) => void }[] = [];
-  private writing = false;
-
-  private readonly pool: () => Promise<Pool>;
+  private readonly writer: BatchWriter<unknown[]>;
 
   constructor(pool: () => Promise<Pool>) {
-    this.pool = pool;
+    this.writer = new BatchWriter(async (batch) => {
+      const columns = ATTEMPT_FIELDS.map((_, column) => batch.map((values) => values[column]));
+      await runPrepared(await pool(), ACKNOWLEDGE, columns);
+    }, ACKNOWLEDGE_BATCH);
   }
 
   write(values: unknown[]): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.queued.push({ values, settle: (error) => (error === undefined ? resolve() : reject(error)) });
-      if (!this.writing) void this.drain();
-    });
-  }
-
-  private async drain(): Promise<void> {
-    this.writing = true;
-    while (this.queued.length > 0) {
-      const batch = this.queued.splice(0, ACKNOWLEDGE_BATCH);
-      const columns = ATTEMPT_FIELDS.map((_, column) => batch.map((item) => item.values[column]));
-      try {
-        await runPrepared(await this.pool(), ACKNOWLEDGE, columns);
-        for (const item of batch) item.settle();
-      } catch (error) {
-        for (const item of batch) item.settle(error ?? new Error('acknowledgement failed'));
-      }
-    }
-    this.writing = false;
+    return this.writer.write(values);
   }
 }
 

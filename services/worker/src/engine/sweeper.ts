@@ -64,20 +64,20 @@ const expireSql = (from: string): string => `with due as (
 
 /** The sweeper's: every due result of the runs in flight. */
 export const EXPIRE_IN_FLIGHT_SQL = expireSql(IN_FLIGHT_RESULTS);
-const EXPIRE_IN_STAGE_SQL = expireSql('task_results tr where tr.task_stage_id = ?');
+/** The stages' results, by the index on (task_stage_id, task_id) (test/plans.int.test.ts checks the plan). */
+export const EXPIRE_IN_STAGES_SQL = numbered(expireSql('task_results tr where tr.task_stage_id = any(?::text[])'));
 const EXPIRE_ONE_SQL = expireSql('task_results tr where tr.id = ?');
 
-/** Ends the due results of the runs in flight (the sweeper), or of one stage or one result (a deadline job). Returns their runs. */
+/** Ends the due results of the runs in flight (the sweeper), or of some stages or one result (a deadline job). Returns their runs. */
 export async function expireResults(
   em: EntityManager,
-  only: { resultId: string } | { stageId: string } | undefined = undefined,
+  only: { resultId: string } | { stageIds: readonly string[] } | undefined = undefined,
 ): Promise<string[]> {
-  const [sql, params] =
-    only === undefined
-      ? [EXPIRE_IN_FLIGHT_SQL, []]
-      : 'stageId' in only
-        ? [EXPIRE_IN_STAGE_SQL, [only.stageId]]
-        : [EXPIRE_ONE_SQL, [only.resultId]];
+  if (only !== undefined && 'stageIds' in only) {
+    const { rows } = await (await nativePool(em)).query<{ run_id: string }>(EXPIRE_IN_STAGES_SQL, [only.stageIds]);
+    return rows.map((row) => row.run_id);
+  }
+  const [sql, params] = only === undefined ? [EXPIRE_IN_FLIGHT_SQL, []] : [EXPIRE_ONE_SQL, [only.resultId]];
   const rows = await em.execute<{ run_id: string }[]>(sql, params);
   return rows.map((row) => row.run_id);
 }

@@ -1,0 +1,38 @@
+/**
+ * Writes items as they come, one batch at a time: those that arrive while a batch is being written go
+ * together in the next. No added wait when idle (an item alone is written at once); fewer, larger
+ * writes under load. Each caller's promise settles when the batch holding its item is written, or
+ * with that batch's error.
+ */
+export class BatchWriter<T> {
+  private readonly queued: { item: T; settle: (error?: unknown) => void }[] = [];
+  private writing = false;
+  private readonly writeBatch: (items: T[]) => Promise<void>;
+  private readonly maxBatch: number;
+
+  constructor(writeBatch: (items: T[]) => Promise<void>, maxBatch: number) {
+    this.writeBatch = writeBatch;
+    this.maxBatch = maxBatch;
+  }
+
+  write(item: T): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.queued.push({ item, settle: (error) => (error === undefined ? resolve() : reject(error)) });
+      if (!this.writing) void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    this.writing = true;
+    while (this.queued.length > 0) {
+      const batch = this.queued.splice(0, this.maxBatch);
+      try {
+        await this.writeBatch(batch.map((entry) => entry.item));
+        for (const entry of batch) entry.settle();
+      } catch (error) {
+        for (const entry of batch) entry.settle(error ?? new Error('batch write failed'));
+      }
+    }
+    this.writing = false;
+  }
+}

@@ -10,6 +10,7 @@ import {
   type Logger,
 } from '@runtasks/shared';
 import type { Queue } from 'bullmq';
+import type { Pool } from 'pg';
 
 interface OutboxRow {
   id: string;
@@ -19,10 +20,12 @@ interface OutboxRow {
 }
 
 const BATCH_SIZE = 100;
-const RETENTION = '7 days';
 const PUBLISH_TIMEOUT_MS = 10_000;
-/** Published rows older than RETENTION are deleted at most this often (the delete scans the table). */
+/** Published rows older than seven days are deleted about this often, by each relay. */
 const PRUNE_INTERVAL_MS = 60_000;
+/** Rows a prune statement looks at (and deletes at most), and statements a prune makes at most. */
+const PRUNE_BATCH = 5_000;
+const PRUNE_BATCHES = 20;
 
 export interface OutboxRelayOptions {
   orm: MikroORM;
@@ -49,6 +52,29 @@ export const CLAIM_EVENTS = prepared(
       returning o.id, o.topic, o.aggregate_id, o.payload)
    select * from claimed order by id`,
 );
+
+/**
+ * Deletes the events published more than seven days ago among the $1 oldest (the head of the primary
+ * key: ids grow with time), so a prune reads a bounded number of rows by index however large the table
+ * is, and never an event not yet published.
+ */
+export const PRUNE_EVENTS_SQL = `delete from outbox_events o
+    using (select id, published_at from outbox_events order by id limit $1) head
+    where o.id = head.id and head.published_at < now() - interval '7 days'`;
+
+/**
+ * Prunes from the oldest event on, `batch` rows at a time, until a batch deletes nothing or after
+ * `batches` of them (each its own statement and commit). Returns how many it deleted.
+ */
+export async function pruneOutbox(pool: Pool, batch = PRUNE_BATCH, batches = PRUNE_BATCHES): Promise<number> {
+  let total = 0;
+  for (let index = 0; index < batches; index += 1) {
+    const deleted = (await pool.query(PRUNE_EVENTS_SQL, [batch])).rowCount ?? 0;
+    total += deleted;
+    if (deleted === 0) break;
+  }
+  return total;
+}
 
 export const JOB_RETENTION = { removeOnComplete: { age: 86_400, count: 1000 }, removeOnFail: { age: 7 * 86_400 } } as const;
 
@@ -95,8 +121,14 @@ export class OutboxRelay {
     for (;;) {
       const published = await this.publishBatch();
       total += published;
-      if (published < BATCH_SIZE) return total;
+      if (published < BATCH_SIZE) break;
     }
+    // After publishing, outside its transaction: a prune never delays a publication's commit.
+    if (Date.now() - this.prunedAt >= PRUNE_INTERVAL_MS) {
+      this.prunedAt = Date.now();
+      await pruneOutbox(await nativePool(this.options.orm.em));
+    }
+    return total;
   }
 
   wake(): void {
@@ -135,10 +167,6 @@ export class OutboxRelay {
       const rows = await runPrepared<OutboxRow>(client, CLAIM_EVENTS, [BATCH_SIZE]);
       if (rows.length === 0) return 0;
       await this.addJobs(rows);
-      if (Date.now() - this.prunedAt >= PRUNE_INTERVAL_MS) {
-        this.prunedAt = Date.now();
-        await client.query(`delete from outbox_events where published_at < now() - interval '${RETENTION}'`);
-      }
       return rows.length;
     });
   }

@@ -10,6 +10,7 @@ import {
   resultDeadlines,
   taskDispatchJobId,
   whenAllReady,
+  disconnectAll,
   workerConnection,
   Metrics,
   type Config,
@@ -273,7 +274,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
       const connected = await whenAllReady(connections, RECONNECT_WAIT_MS);
       await worker.close(!connected);
       await queue.close();
-      for (const client of connections) client.disconnect();
+      await disconnectAll(connections, RECONNECT_WAIT_MS);
       if (!deps.taskClient) await taskClient.close();
     },
   };

@@ -1,31 +1,18 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { JOBS, outboxJobId, QUEUES, runCreatedJobId, type Config } from '@runtasks/shared';
-import { createHook } from 'node:async_hooks';
 import { Queue, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { api, eventually, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
+import { SocketDestroyTimers } from '../../../test/support/ioredis-timers.ts';
 import { OutboxRelay } from '../src/outbox-relay.ts';
 import { startWorker, type RunningWorker } from '../src/worker.ts';
 
 /** A closed port: nothing listens on TCP port 1 on loopback. */
 const UNREACHABLE_REDIS_URL = 'redis://127.0.0.1:1/0';
 
-/**
- * ioredis quirk: disconnecting a client whose socket already failed (ECONNREFUSED) arms a 2 s timer
- * to destroy that dead socket, and nothing clears it. The connections are closed; afterAll only waits
- * (polling, no fixed sleep) until those timers have run, so Jest exits without open handles.
- */
-const disconnectTimers = new Set<number>();
-const disconnectTimerHook = createHook({
-  init(asyncId, type) {
-    if (type === 'Timeout' && /ioredis[/\\]built[/\\]connectors[/\\]AbstractConnector\.js/.test(new Error().stack ?? ''))
-      disconnectTimers.add(asyncId);
-  },
-  destroy(asyncId) {
-    disconnectTimers.delete(asyncId);
-  },
-});
+/** The dead sockets' timers ioredis arms when the unreachable-Redis test disconnects (see SocketDestroyTimers). */
+const disconnectTimers = new SocketDestroyTimers();
 
 interface OutboxRow {
   id: string;
@@ -118,7 +105,7 @@ describe('outbox: a run-created event is never lost', () => {
   };
 
   beforeAll(async () => {
-    disconnectTimerHook.enable();
+    disconnectTimers.track();
     h = await startHarness();
     f = await seedOrganization(h, 'outbox');
     redis = new Redis(h.config.redisUrl, { maxRetriesPerRequest: null });
@@ -137,8 +124,7 @@ describe('outbox: a run-created event is never lost', () => {
     }
     redis?.disconnect();
     await h?.close();
-    await eventually(async () => (disconnectTimers.size === 0 ? true : undefined));
-    disconnectTimerHook.disable();
+    await disconnectTimers.settle();
   });
 
   it('a run created with no worker running is kept in the outbox, then published by the worker', async () => {

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Redis } from 'ioredis';
 import { eventually } from '../../../test/support/fixtures.ts';
+import { SocketDestroyTimers } from '../../../test/support/ioredis-timers.ts';
 import { freePort, PrivateRedis } from '../../../test/support/processes.ts';
-import { reconnectDelayMs, whenAllReady, workerConnection } from './redis.ts';
+import { disconnectAll, reconnectDelayMs, whenAllReady, workerConnection } from './redis.ts';
 
 /**
  * The worker's connections on a private redis-server that is stopped and started: what its graceful
@@ -54,6 +55,48 @@ describe('worker connections', () => {
     await redis.start();
     expect(await back).toBe(true);
     expect([first.status, second.status]).toEqual(['ready', 'ready']);
+  }, 30_000);
+});
+
+describe('disconnectAll', () => {
+  let redis: PrivateRedis;
+  beforeAll(async () => {
+    redis = new PrivateRedis(await freePort());
+    await redis.start();
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+
+  it('resolves once every connected client has ended, and leaves one that had ended alone', async () => {
+    const first = workerConnection(redis.url);
+    const second = workerConnection(redis.url);
+    const ended = workerConnection(redis.url);
+    expect(await whenAllReady([first, second, ended], 5_000)).toBe(true);
+    await ended.quit();
+    await eventually(async () => (ended.status === 'end' ? true : undefined));
+    const timers = new SocketDestroyTimers();
+    timers.track();
+    await disconnectAll([ended], 5_000);
+    expect(timers.armed).toBe(0);
+    await timers.settle();
+    expect(await disconnectAll([first, second], 5_000)).toBe(true);
+    expect([first.status, second.status]).toEqual(['end', 'end']);
+  });
+
+  it('does not wait for a client that is not connected (Redis away)', async () => {
+    const client = workerConnection(redis.url);
+    client.on('error', () => undefined);
+    expect(await whenAllReady([client], 5_000)).toBe(true);
+    await redis.stop();
+    await eventually(async () => (client.status !== 'ready' ? true : undefined));
+    const timers = new SocketDestroyTimers();
+    timers.track();
+    // Resolved, not timed out (false after 60 s).
+    expect(await disconnectAll([client], 60_000)).toBe(true);
+    // The dead socket's timer, which ioredis arms, has run before the suite ends.
+    await timers.settle();
+    await redis.start();
   }, 30_000);
 });
 

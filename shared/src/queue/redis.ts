@@ -64,3 +64,33 @@ export async function whenAllReady(clients: readonly Redis[], timeoutMs: number)
     clearTimeout(timer);
   }
 }
+
+/**
+ * Disconnects every client and resolves once each connected one has ended (its socket closed), true,
+ * or when `timeoutMs` passes first, false. ioredis' `disconnect` returns at once and leaves a socket
+ * that has not closed yet to a 2 s timer of its own, which would outlive the close of whoever owns the
+ * clients. A client that is not connected (Redis away, between two attempts) is not waited for: it may
+ * never emit 'end'. One that has ended is left alone.
+ */
+export async function disconnectAll(clients: readonly Redis[], timeoutMs: number): Promise<boolean> {
+  const ended = Promise.all(
+    clients.map((client) => {
+      // Disconnecting one that has ended (BullMQ ends its blocking connection itself) would arm that
+      // timer on a socket already closed, which nothing clears.
+      if (client.status === 'end') return undefined;
+      const connected = client.status === 'ready' || client.status === 'connect';
+      const closed = connected ? new Promise<void>((resolve) => client.once('end', () => resolve())) : undefined;
+      client.disconnect();
+      return closed;
+    }),
+  ).then(() => true as const);
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), timeoutMs);
+  });
+  try {
+    return await Promise.race([ended, timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -8,6 +8,7 @@ import { createTeamToken, eventually, seedOrganization, type Fixture } from '../
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
 import { buildApp } from '../src/app.ts';
 import { PrincipalCache } from '../src/auth/principal-cache.ts';
+import { issueToken } from '../src/auth/tokens.ts';
 import { createApiOps, type ApiOpsHandle } from '../src/ops/create-ops.ts';
 
 /**
@@ -64,6 +65,17 @@ describe('principal cache: two API processes on one database', () => {
     return token;
   };
 
+  /**
+   * A fresh site-admin token, known to both processes. Creating a token notifies nothing (its changes and
+   * deletions do), so no notification delivered late can make a process forget it before a test's
+   * unheard change: an organization token's creation revokes the previous one, which is notified.
+   */
+  const unannouncedTokenKnownToBoth = async (): Promise<string> => {
+    const { secret } = await issueToken(h.orm.em.fork(), h.secrets, { kind: 'admin', description: 'principal cache' });
+    expect([await status(h.http, secret), await status(b.http, secret)]).toEqual([200, 200]);
+    return secret;
+  };
+
   beforeAll(async () => {
     h = await startHarness({ ops: true, env: { AUTH_CACHE_TTL_SECONDS: HOUR } });
     const ops = createApiOps({ config: h.config, orm: h.orm, secrets: h.secrets, logger: h.logger });
@@ -83,7 +95,7 @@ describe('principal cache: two API processes on one database', () => {
   });
 
   it('serves a token it knows from memory: a change it is not told of goes unseen until it is told', async () => {
-    const token = await tokenKnownToBoth();
+    const token = await unannouncedTokenKnownToBoth();
     await revokeUnheard(token);
     // Any notification on the channel makes every process forget.
     await sql(`select pg_notify(?, '')`, [PRINCIPALS_CHANNEL]);
@@ -147,7 +159,7 @@ describe('principal cache: two API processes on one database', () => {
   });
 
   it('forgets everything when its LISTEN connection is lost, and listens again', async () => {
-    const token = await tokenKnownToBoth();
+    const token = await unannouncedTokenKnownToBoth();
     // Unheard: only forgetting on the lost connection can make the processes ask again.
     await revokeUnheard(token);
     const before = await listenerPids();
@@ -160,7 +172,7 @@ describe('principal cache: two API processes on one database', () => {
     }, 15_000);
     expect([await status(h.http, token), await status(b.http, token)]).toEqual([401, 401]);
     // And they remember again: a fresh token is looked up once, then served from memory.
-    const fresh = await tokenKnownToBoth();
+    const fresh = await unannouncedTokenKnownToBoth();
     await revokeUnheard(fresh);
     await sql(`select pg_notify(?, '')`, [PRINCIPALS_CHANNEL]);
     await refusedByBoth(fresh);

@@ -244,7 +244,7 @@ describe("the sweeper's queries", () => {
   it.each([
     ['idle runs', IDLE_RUNS_SQL, ['30', cursorAt, cursorAt, `'run-x'`, '500']],
     ['expired results', EXPIRE_IN_FLIGHT_SQL, []],
-    ['overdue deliveries', OVERDUE_DELIVERIES_SQL, ['30']],
+    ['overdue deliveries', OVERDUE_DELIVERIES_SQL, ['30', '5']],
   ])("reach the %s through the unfinished runs' index, never reading every run or result", async (_, sql, literals) => {
     const plan = await planOf(sql, literals);
     expect(plan).toContain('runs_unfinished_idx');

@@ -164,7 +164,14 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
       return runIds.length;
     },
     async [JOBS.sweep]() {
-      const { runIds, resultIds, idleCursor: next } = await sweep(deps.orm.em.fork(), graceSeconds, { idleCursor });
+      const {
+        runIds,
+        resultIds,
+        idleCursor: next,
+      } = await sweep(deps.orm.em.fork(), graceSeconds, {
+        idleCursor,
+        maxAttempts: deps.config.taskRetryDelaysMs.length + 1,
+      });
       idleCursor = next;
       await Promise.all([...runIds.map(enqueueAdvance), ...resultIds.map(({ id, attempt }) => redriveDispatch(id, attempt))]);
       return { runs: runIds.length, results: resultIds.length };

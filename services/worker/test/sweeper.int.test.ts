@@ -73,6 +73,26 @@ describe("the sweeper's look at idle runs", () => {
     expect((await idleRunsWoken()).runIds).not.toContain(recent);
   });
 
+  it('re-drives an overdue delivery that may still be attempted, never one past its last attempt', async () => {
+    const runId = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    // Both leased long ago by a worker that died: one at its first attempt of three, one at its last.
+    const { rows } = await (
+      await nativePool(fx.orm.em)
+    ).query<{ id: string }>(
+      `select tr.id from task_results tr join task_stages ts on ts.id = tr.task_stage_id where ts.run_id = $1 order by tr.id`,
+      [runId],
+    );
+    const [first, last] = rows.map((row) => row.id);
+    await sql(
+      `update task_results set attempts = case when id = $1 then 1 else 3 end, next_attempt_at = now() - interval '1 hour'
+                where id in ($1, $2)`,
+      [first, last],
+    );
+    const { resultIds } = await sweep(fx.orm.em.fork(), GRACE_SECONDS, { maxAttempts: 3 });
+    const ours = resultIds.filter((result) => result.id === first || result.id === last);
+    expect(ours).toEqual([{ id: first, attempt: 2 }]);
+  });
+
   it('goes on past the runs that wait, page after page and from one pass to the next, to the one that may move', async () => {
     // Only this test's runs are idle.
     await sql(`update runs set updated_at = now()`);

@@ -24,6 +24,8 @@ export interface SweepOptions {
   idlePageSize?: number;
   /** Pages of idle runs one pass reads at most; the next pass goes on from there. */
   idlePages?: number;
+  /** Delivery attempts a result may have (TASK_RETRY_DELAYS_SECONDS' count and one): no re-drive past them. */
+  maxAttempts?: number;
 }
 
 const IDLE_PAGE_SIZE = 500;
@@ -82,9 +84,15 @@ export async function expireResults(
   return rows.map((row) => row.run_id);
 }
 
-/** Results of the runs in flight whose next delivery attempt is overdue by `?` seconds: their delayed job was lost. */
+/**
+ * Results of the runs in flight whose next delivery attempt is overdue by `?` seconds (their delayed job
+ * was lost, or the worker that leased the attempt died) and that may still be attempted: fewer than `?`
+ * attempts made. One whose last attempt's worker died cannot be claimed again and waits for its progress
+ * deadline; left in this list, it would take a place before the others, every pass, until then.
+ */
 export const OVERDUE_DELIVERIES_SQL = `select tr.id, tr.attempts from ${IN_FLIGHT_RESULTS}
         and tr.status = 'running' and tr.acknowledged_at is null and tr.next_attempt_at < now() - make_interval(secs => ?)
+        and tr.attempts < ?
       order by tr.next_attempt_at limit 500`;
 
 /**
@@ -139,7 +147,10 @@ async function idleRunsThatMayMove(
  */
 export async function sweep(em: EntityManager, graceSeconds: number, options: SweepOptions = {}): Promise<SweepResult> {
   const expired = await expireResults(em);
-  const overdue = await em.execute<{ id: string; attempts: number }[]>(OVERDUE_DELIVERIES_SQL, [graceSeconds]);
+  const overdue = await em.execute<{ id: string; attempts: number }[]>(OVERDUE_DELIVERIES_SQL, [
+    graceSeconds,
+    options.maxAttempts ?? 2_147_483_647,
+  ]);
   const idle = await idleRunsThatMayMove(em, graceSeconds, options);
   const runIds = [...new Set([...expired, ...idle.runIds])];
   return { runIds, resultIds: overdue.map((row) => ({ id: row.id, attempt: row.attempts + 1 })), idleCursor: idle.cursor };

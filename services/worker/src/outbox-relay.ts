@@ -90,6 +90,7 @@ export class OutboxRelay {
   private running: Promise<void> | undefined;
   private again = false;
   private prunedAt = 0;
+  private pruning: Promise<void> | undefined;
   private stopped = false;
   private readonly stopping = new AbortController();
 
@@ -121,18 +122,30 @@ export class OutboxRelay {
     for (;;) {
       const published = await this.publishBatch();
       total += published;
-      if (published < BATCH_SIZE) break;
+      if (published < BATCH_SIZE) return total;
     }
-    // After publishing, outside its transaction: a prune never delays a publication's commit.
-    if (Date.now() - this.prunedAt >= PRUNE_INTERVAL_MS) {
-      this.prunedAt = Date.now();
-      await pruneOutbox(await nativePool(this.options.orm.em));
-    }
-    return total;
+  }
+
+  /**
+   * Prunes, when it is time, beside the publication rather than in its way: on its own connection and
+   * its own statements, never awaited by a drain (it deletes only published events, which no claim
+   * locks), so a long prune delays no event.
+   */
+  private pruneWhenDue(): void {
+    if (this.pruning || this.stopped || Date.now() - this.prunedAt < PRUNE_INTERVAL_MS) return;
+    this.prunedAt = Date.now();
+    this.pruning = nativePool(this.options.orm.em)
+      .then((pool) => pruneOutbox(pool))
+      .then(() => undefined)
+      .catch((error: unknown) => this.options.logger.warn({ err: error }, 'outbox relay could not prune published events; will retry'))
+      .finally(() => {
+        this.pruning = undefined;
+      });
   }
 
   wake(): void {
     if (this.stopped) return;
+    this.pruneWhenDue();
     if (this.running) {
       this.again = true;
       return;
@@ -157,6 +170,7 @@ export class OutboxRelay {
     // Not listened to any more: a connection lost while the last publication finishes is not made again.
     const listenerStopped = this.listener.stop();
     await this.running;
+    await this.pruning;
     await listenerStopped;
   }
 

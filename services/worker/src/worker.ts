@@ -1,6 +1,7 @@
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import {
   createTaskClient,
+  disconnectAll,
   issueCallbackToken,
   nativePool,
   JOBS,
@@ -10,7 +11,6 @@ import {
   resultDeadlines,
   taskDispatchJobId,
   whenAllReady,
-  disconnectAll,
   workerConnection,
   Metrics,
   type Config,
@@ -23,6 +23,7 @@ import {
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { advanceRun, type StartedResult } from './engine/advance-run.ts';
+import { BatchWriter } from './engine/batch-writer.ts';
 import {
   Acknowledgements,
   ATTEMPT_LEASE_MS,
@@ -32,7 +33,6 @@ import {
   tokenOf,
   type DispatchOutcome,
 } from './engine/dispatch.ts';
-import { BatchWriter } from './engine/batch-writer.ts';
 import { immediateExecutor, type RunExecutor } from './engine/executor.ts';
 import { expireResults, sweep, type IdleRunCursor } from './engine/sweeper.ts';
 import { JOB_RETENTION, OutboxRelay } from './outbox-relay.ts';

@@ -1,8 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { nativePool } from '@runtasks/shared';
+import { nativePool, QUEUES } from '@runtasks/shared';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
-import { pruneOutbox, PRUNE_EVENTS_SQL } from '../src/outbox-relay.ts';
+import { eventually } from '../../../test/support/fixtures.ts';
+import { OutboxRelay, pruneOutbox, PRUNE_EVENTS_SQL } from '../src/outbox-relay.ts';
 
 /**
  * The outbox keeps published events for seven days. A prune deletes the older ones from the head of
@@ -52,6 +55,24 @@ describe('pruning the outbox', () => {
     expect(await pruneOutbox(pool, 1, 2)).toBe(2);
     expect(await remaining()).toEqual([third]);
     expect([first, second]).not.toContain(third);
+  });
+
+  it('is done by a running relay, with no event to publish', async () => {
+    await pool.query('delete from outbox_events');
+    const [old, recent] = await addEvents([8, 1]);
+    const redis = new Redis(h.config.redisUrl, { maxRetriesPerRequest: null });
+    const queue = new Queue(QUEUES.runs, { connection: redis, prefix: h.config.queuePrefix });
+    const relay = new OutboxRelay({ orm: h.orm, queue, databaseUrl: h.config.databaseUrl, pollIntervalMs: 200, logger: h.logger });
+    try {
+      await relay.start();
+      await eventually(async () => ((await remaining()).includes(old ?? '') ? undefined : true));
+      expect(await remaining()).toEqual([recent]);
+    } finally {
+      await relay.stop();
+      await queue.obliterate({ force: true });
+      await queue.close();
+      redis.disconnect();
+    }
   });
 
   it('reads the head of the primary key, never the whole table', async () => {

@@ -45,24 +45,29 @@ export function workerConnection(url: string, onDuplicate?: (client: Redis) => v
   return client;
 }
 
-/** Resolves true once every client is connected, or false when `timeoutMs` passes first. */
-export async function whenAllReady(clients: readonly Redis[], timeoutMs: number): Promise<boolean> {
-  const waiting = clients.filter((client) => client.status !== 'ready');
-  if (waiting.length === 0) return true;
+/** True once every one of `waits` has resolved, or false when `timeoutMs` passes first. */
+async function allWithin(waits: readonly (Promise<void> | undefined)[], timeoutMs: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<false>((resolve) => {
     timer = setTimeout(() => resolve(false), timeoutMs);
   });
-  const ready = Promise.all(
-    waiting.map(
-      (client) => new Promise<void>((resolve) => (client.status === 'ready' ? resolve() : client.once('ready', () => resolve()))),
-    ),
-  ).then(() => true as const);
   try {
-    return await Promise.race([ready, timedOut]);
+    return await Promise.race([Promise.all(waits).then(() => true as const), timedOut]);
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** Resolves true once every client is connected, or false when `timeoutMs` passes first. */
+export async function whenAllReady(clients: readonly Redis[], timeoutMs: number): Promise<boolean> {
+  const waiting = clients.filter((client) => client.status !== 'ready');
+  if (waiting.length === 0) return true;
+  return allWithin(
+    waiting.map(
+      (client) => new Promise<void>((resolve) => (client.status === 'ready' ? resolve() : client.once('ready', () => resolve()))),
+    ),
+    timeoutMs,
+  );
 }
 
 /**
@@ -73,7 +78,7 @@ export async function whenAllReady(clients: readonly Redis[], timeoutMs: number)
  * never emit 'end'. One that has ended is left alone.
  */
 export async function disconnectAll(clients: readonly Redis[], timeoutMs: number): Promise<boolean> {
-  const ended = Promise.all(
+  return allWithin(
     clients.map((client) => {
       // Disconnecting one that has ended (BullMQ ends its blocking connection itself) would arm that
       // timer on a socket already closed, which nothing clears.
@@ -83,14 +88,6 @@ export async function disconnectAll(clients: readonly Redis[], timeoutMs: number
       client.disconnect();
       return closed;
     }),
-  ).then(() => true as const);
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), timeoutMs);
-  });
-  try {
-    return await Promise.race([ended, timedOut]);
-  } finally {
-    clearTimeout(timer);
-  }
+    timeoutMs,
+  );
 }

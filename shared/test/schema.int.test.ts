@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { readdirSync } from 'node:fs';
 import { newId } from '../src/domain/ids.ts';
+import { ENFORCEMENT_LEVELS, RUN_STAGES, RUN_STATUSES, TASK_RESULT_STATUSES, TASK_STAGE_STATUSES } from '../src/domain/statuses.ts';
 import { MIGRATIONS } from '../src/db/migrations/index.ts';
 import { createRun, seedOrganization } from '../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../test/support/harness.ts';
@@ -102,5 +103,60 @@ describe('schema', () => {
     await db.execute(`update task_results set progress_deadline = now() + interval '1 minute', hard_deadline = null where id = ?`, [
       resultId,
     ]);
+  });
+
+  // The ORM's comparison sees these columns as text: what the domains allow is checked here instead.
+  const DOMAIN_COLUMNS = [
+    { table: 'runs', column: 'status', domain: 'run_status', values: RUN_STATUSES },
+    { table: 'task_stages', column: 'stage', domain: 'run_stage', values: RUN_STAGES },
+    { table: 'task_stages', column: 'status', domain: 'task_stage_status', values: TASK_STAGE_STATUSES },
+    { table: 'task_results', column: 'stage', domain: 'run_stage', values: RUN_STAGES },
+    { table: 'task_results', column: 'status', domain: 'task_result_status', values: TASK_RESULT_STATUSES },
+    { table: 'task_results', column: 'enforcement_level', domain: 'enforcement_level', values: ENFORCEMENT_LEVELS },
+  ] as const;
+
+  it.each(DOMAIN_COLUMNS)(
+    'checks the $column of $table by the domain $domain, which allows exactly the values the code knows',
+    async (expected) => {
+      const db = h.orm.em.fork().getConnection();
+      const [column] = await db.execute<{ domain_name: string | null }[]>(
+        `select domain_name from information_schema.columns where table_schema = current_schema() and table_name = ? and column_name = ?`,
+        [expected.table, expected.column],
+      );
+      expect(column?.domain_name).toBe(expected.domain);
+      const checks = await db.execute<{ definition: string }[]>(
+        `select pg_get_constraintdef(c.oid) as definition from pg_constraint c join pg_type t on t.oid = c.contypid where t.typname = ?`,
+        [expected.domain],
+      );
+      expect(checks).toHaveLength(1);
+      const allowed = [...(checks[0]?.definition ?? '').matchAll(/'([^']*)'::text/g)].map((match) => match[1]);
+      expect(allowed).toEqual([...expected.values]);
+    },
+  );
+
+  it('refuses a status, stage or enforcement level outside its domain, on insert and on update, and changes nothing', async () => {
+    const f = await seedOrganization(h, 'schema-domains');
+    const runId = await createRun(h, f.organizationToken, f.workspaceId);
+    const db = h.orm.em.fork().getConnection();
+    const stageId = newId('taskStage');
+    const insertStage = `insert into task_stages (id, run_id, stage, created_at, updated_at) values (?, ?, ?, now(), now())`;
+    await expect(db.execute(insertStage, [stageId, runId, 'mid_plan'])).rejects.toThrow(/run_stage_check/);
+    await db.execute(insertStage, [stageId, runId, 'post_plan']);
+    const insertResult = `insert into task_results (id, task_stage_id, task_id, task_name, task_url, enforcement_level, stage, created_at, updated_at)
+       values (?, ?, 'task-domains', 'probe', 'https://tasks.example.com/', ?, 'post_plan', now(), now())`;
+    const resultId = newId('taskResult');
+    await expect(db.execute(insertResult, [resultId, stageId, 'optional'])).rejects.toThrow(/enforcement_level_check/);
+    await db.execute(insertResult, [resultId, stageId, 'mandatory']);
+    const ids: Record<string, string> = { runs: runId, task_stages: stageId, task_results: resultId };
+    for (const { table, column, domain } of DOMAIN_COLUMNS) {
+      const read = async (): Promise<unknown> =>
+        (await db.execute<Record<string, unknown>[]>(`select "${column}" as value from "${table}" where id = ?`, [ids[table]]))[0]?.value;
+      const before = await read();
+      // A parameter typed text, as the hot path's statements pass them, is checked as it is stored.
+      await expect(db.execute(`update "${table}" set "${column}" = ?::text where id = ?`, [`not-a-${column}`, ids[table]])).rejects.toThrow(
+        new RegExp(`${domain}_check`),
+      );
+      expect(await read()).toBe(before);
+    }
   });
 });

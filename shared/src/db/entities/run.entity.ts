@@ -1,5 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
-import { RUN_STATUSES } from '../../domain/statuses.ts';
+import type { RunStatus } from '../../domain/statuses.ts';
 import { Organization } from './organization.entity.ts';
 import { Workspace } from './workspace.entity.ts';
 
@@ -20,7 +20,8 @@ const RunSchema = defineEntity({
     organization: () => p.manyToOne(Organization).deleteRule('cascade'),
     workspace: () => p.manyToOne(Workspace).deleteRule('cascade'),
     planId: p.string().length(32).unique(),
-    status: p.enum(RUN_STATUSES).default('pending'),
+    // Checked by a domain, which the ORM's schema comparison does not see (Migration20261125000000StatusDomains).
+    status: p.text().$type<RunStatus>().default('pending'),
     statusTimestamps: p
       .json<Record<string, string>>()
       .defaultRaw(`'{}'`)

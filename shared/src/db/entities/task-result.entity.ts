@@ -1,5 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
-import { ENFORCEMENT_LEVELS, RUN_STAGES, TASK_RESULT_STATUSES } from '../../domain/statuses.ts';
+import type { EnforcementLevel, RunStage, TaskResultStatus } from '../../domain/statuses.ts';
 import { JOBS, OUTBOX_CHANNEL } from '../../queue/names.ts';
 import { TaskStage } from './task-stage.entity.ts';
 
@@ -29,7 +29,7 @@ const TaskResultSchema = defineEntity({
       events: ['update'],
       forEach: 'row',
       // As PostgreSQL prints it back (the schema comparison is textual): the result leaves pending/running.
-      when: `((old.status = ANY (ARRAY['pending'::text, 'running'::text])) AND (new.status <> ALL (ARRAY['pending'::text, 'running'::text])))`,
+      when: `(((old.status)::text = ANY (ARRAY['pending'::text, 'running'::text])) AND ((new.status)::text <> ALL (ARRAY['pending'::text, 'running'::text])))`,
       body: `update task_stages set open_results = open_results - 1 where id = new.task_stage_id;
         if new.status in ('passed', 'failed') then
           insert into outbox_events (topic, aggregate_id, payload, created_at, publish_attempts)
@@ -51,10 +51,11 @@ const TaskResultSchema = defineEntity({
     taskName: p.string().length(255),
     taskUrl: p.text(),
     hmacKeyEncrypted: p.text().nullable(),
-    enforcementLevel: p.enum(ENFORCEMENT_LEVELS),
-    stage: p.enum(RUN_STAGES),
+    // Checked by a domain, which the ORM's schema comparison does not see (Migration20261125000000StatusDomains).
+    enforcementLevel: p.text().$type<EnforcementLevel>(),
+    stage: p.text().$type<RunStage>(),
     isSpeculative: p.boolean().default(false),
-    status: p.enum(TASK_RESULT_STATUSES).default('pending'),
+    status: p.text().$type<TaskResultStatus>().default('pending'),
     statusTimestamps: p
       .json<Record<string, string>>()
       .defaultRaw(`'{}'`)

@@ -11,6 +11,7 @@ import { Migration20261124000000PrincipalNotify } from './Migration2026112400000
 import { Migration20261124100000RunsUnfinishedIndex } from './Migration20261124100000RunsUnfinishedIndex.ts';
 import { Migration20261124120000HotTaskResults } from './Migration20261124120000HotTaskResults.ts';
 import { Migration20261124180000ResultStageTaskUnique } from './Migration20261124180000ResultStageTaskUnique.ts';
+import { Migration20261125000000StatusDomains } from './Migration20261125000000StatusDomains.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
 export const MIGRATIONS: MigrationObject[] = [
@@ -26,4 +27,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261124100000RunsUnfinishedIndex', class: Migration20261124100000RunsUnfinishedIndex },
   { name: 'Migration20261124120000HotTaskResults', class: Migration20261124120000HotTaskResults },
   { name: 'Migration20261124180000ResultStageTaskUnique', class: Migration20261124180000ResultStageTaskUnique },
+  { name: 'Migration20261125000000StatusDomains', class: Migration20261125000000StatusDomains },
 ];

@@ -134,6 +134,27 @@ describe('schema', () => {
     },
   );
 
+  it('moves the columns onto their domains without rewriting runs, task stages or task results', async () => {
+    const f = await seedOrganization(h, 'schema-domains-migration');
+    await createRun(h, f.organizationToken, f.workspaceId);
+    const db = h.orm.em.fork().getConnection();
+    const storage = async (): Promise<Record<string, string>> =>
+      Object.fromEntries(
+        (
+          await db.execute<{ name: string; node: string }[]>(
+            `select relname as name, pg_relation_filenode(oid)::text as node from pg_class
+              where relname in ('runs', 'task_stages', 'task_results', 'task_stages_run_stage_unique')`,
+          )
+        ).map((row) => [row.name, row.node]),
+      );
+    await h.orm.migrator.down({ to: 'Migration20261124180000ResultStageTaskUnique' });
+    const before = await storage();
+    await h.orm.migrator.up();
+    // A domain created with its check would have made PostgreSQL write each table and its indexes anew.
+    expect(await storage()).toEqual(before);
+    expect(Object.keys(before)).toHaveLength(4);
+  });
+
   it('refuses a status, stage or enforcement level outside its domain, on insert and on update, and changes nothing', async () => {
     const f = await seedOrganization(h, 'schema-domains');
     const runId = await createRun(h, f.organizationToken, f.workspaceId);

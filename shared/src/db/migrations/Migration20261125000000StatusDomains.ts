@@ -15,10 +15,13 @@ import { Migration } from '@mikro-orm/migrations';
  *
  * Values are spelled out (not imported) so this migration means the same thing whatever the code
  * later allows. Each domain is created without its check and the columns moved onto it, which
- * changes only the catalog (a domain with a check would make PostgreSQL rewrite each table and its
- * indexes); the check is then added and validated, one scan of each table. `runs_unfinished_idx`,
- * whose predicate mentions `status`, is rebuilt (one scan of runs). The result trigger's WHEN mentions
- * `status` too, so it is dropped and created again around the change.
+ * changes only the catalog (a domain with a check makes PostgreSQL rewrite the table and its
+ * indexes); the check is then added and validated, one scan of each table that uses the domain.
+ * `runs_unfinished_idx`, whose predicate mentions `status`, is rebuilt (one scan of runs). The result
+ * trigger's WHEN mentions `status` too, so it is dropped and created again around the change.
+ * Measured on a copy of the benchmark database with 1,048,000 task results (776 MB), in one
+ * transaction: 0.7 s in all (the validations 0.19–0.27 s each, the type changes 1–11 ms), where a
+ * domain created with its check took 4.2 s for task_results' status column alone.
  */
 const DOMAINS: Record<string, string[]> = {
   run_status: [
@@ -69,9 +72,15 @@ export class Migration20261125000000StatusDomains extends Migration {
   override up(): void {
     for (const domain of Object.keys(DOMAINS)) this.addSql(`create domain "${domain}" as text;`);
     this.addSql(`drop trigger "task_results_stage_open_count" on "task_results";`);
-    for (const [table, column, domain] of COLUMNS) {
-      this.addSql(`alter table "${table}" alter column "${column}" type "${domain}";`);
-      this.addSql(`alter table "${table}" drop constraint "${table}_${column}_check";`);
+    for (const table of new Set(COLUMNS.map(([name]) => name))) {
+      const columns = COLUMNS.filter(([name]) => name === table);
+      // One statement per table, its checks dropped with the type change: a check left on a column
+      // whose type changes is checked again, one scan of the table per column.
+      const changes = [
+        ...columns.map(([, column]) => `drop constraint "${table}_${column}_check"`),
+        ...columns.map(([, column, domain]) => `alter column "${column}" type "${domain}"`),
+      ];
+      this.addSql(`alter table "${table}" ${changes.join(', ')};`);
     }
     for (const domain of Object.keys(DOMAINS)) {
       this.addSql(`alter domain "${domain}" add constraint "${domain}_check" check (value in (${valuesOf(domain)})) not valid;`);

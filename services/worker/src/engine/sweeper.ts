@@ -29,6 +29,8 @@ export interface SweepOptions {
 }
 
 const IDLE_PAGE_SIZE = 500;
+/** No limit on attempts: the largest value of `attempts` (an int). */
+const ANY_ATTEMPTS = 2_147_483_647;
 const IDLE_PAGES_PER_PASS = 20;
 
 /** Runs that can still have open results: `runs_unfinished_idx`'s predicate, word for word, so that a query stating it can read that index. */
@@ -149,7 +151,7 @@ export async function sweep(em: EntityManager, graceSeconds: number, options: Sw
   const expired = await expireResults(em);
   const overdue = await em.execute<{ id: string; attempts: number }[]>(OVERDUE_DELIVERIES_SQL, [
     graceSeconds,
-    options.maxAttempts ?? 2_147_483_647,
+    options.maxAttempts ?? ANY_ATTEMPTS,
   ]);
   const idle = await idleRunsThatMayMove(em, graceSeconds, options);
   const runIds = [...new Set([...expired, ...idle.runIds])];

@@ -2,6 +2,7 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import {
   createTaskClient,
   disconnectAll,
+  genericIndexPool,
   issueCallbackToken,
   nativePool,
   JOBS,
@@ -58,11 +59,6 @@ export interface RunningWorker {
 
 interface JobData {
   runId?: string;
-  /**
-   * run.advance: a wake-up that may find nothing to do (the sweeper's, a deadline's, a failed delivery's),
-   * so the run is looked at lock-free first. Those recorded in the outbox follow a change that lets the run move.
-   */
-  mayBeIdle?: boolean;
   resultId?: string;
   /** run.created: the stage the API started as it created the run, whose first attempts are to deliver (and task.deadline's of earlier versions). */
   stageId?: string;
@@ -101,6 +97,9 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     issueToken: (resultId: string) => issueCallbackToken(deps.secrets, resultId),
   };
   const metrics = deps.metrics ?? new Metrics();
+  // The advances' statements, planned generically and by index (see genericIndexPool). Each holds a
+  // connection for one statement only, so half the main pool's size serves them.
+  const advancePool = genericIndexPool(await nativePool(deps.orm.em), Math.max(1, Math.ceil(deps.config.databasePoolSize / 2)));
   const dispatchDeps = {
     secrets: deps.secrets,
     taskClient,
@@ -132,8 +131,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     );
   }, DEADLINE_BATCH);
 
-  const enqueueAdvance = (runId: string) =>
-    queue.add(JOBS.runAdvance, { runId, mayBeIdle: true }, { jobId: advanceJobId(runId), ...JOB_OPTIONS });
+  const enqueueAdvance = (runId: string) => queue.add(JOBS.runAdvance, { runId }, { jobId: advanceJobId(runId), ...JOB_OPTIONS });
   const enqueueDispatch = (resultId: string, attempt: number, delay = 0) =>
     queue.add(JOBS.taskDispatch, { resultId }, { jobId: taskDispatchJobId(resultId, attempt), delay, ...JOB_OPTIONS });
   // Not the deterministic id: the lost job may still hold it (active in a crashed worker until BullMQ's
@@ -187,8 +185,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
   async function processAdvance(job: Job<JobData>): Promise<number> {
     const runId = job.data.runId ?? '';
     const em = deps.orm.em.fork();
-    // Outbox events (a new run, a stage's last verdict, an override, an action) always find work: no lock-free look first.
-    const started = await advanceRun(em, runId, executor, settings, { precheck: job.data.mayBeIdle === true });
+    const started = await advanceRun(em, advancePool, runId, executor, settings);
     deps.logger.debug({ jobId: job.id, jobName: job.name, runId, dispatching: started.length }, 'run advanced');
     return deliverStarted(job, em, started);
   }
@@ -282,6 +279,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
       await worker.close(!connected);
       await queue.close();
       await disconnectAll(connections, RECONNECT_WAIT_MS);
+      await advancePool.end();
       if (!deps.taskClient) await taskClient.close();
     },
   };

@@ -10,11 +10,11 @@ interface Versions {
 }
 
 /**
- * An advance reads the run's stages in the statement that locks the run, so it reads them as that
- * statement began, before it waited for the lock. When the advance holding the lock moved the run,
- * the waiting one must not act on what it read before: it reads the stages again.
+ * An advance reads the run without a lock and writes its steps only where the run's version is still
+ * the one it read. Two advances that read the same version both write, one after the other on the
+ * run's row lock: the second finds the version moved, writes nothing, and reads the run again.
  */
-describe("an advance that waited for the run's lock", () => {
+describe("an advance whose write waited for the run's lock", () => {
   let fx: AdvanceFixture;
   beforeAll(async () => {
     fx = await startAdvanceFixture('advance-lock', ['post_plan', 'pre_apply']);
@@ -52,7 +52,7 @@ describe("an advance that waited for the run's lock", () => {
     const pool = await nativePool(fx.orm.em);
     const holder = await pool.connect();
     try {
-      // Both advances start their statements (and take their snapshots) while the run is locked here.
+      // Both advances read the run and wait with their writes while the run is locked here.
       await holder.query('begin');
       await holder.query('select id from runs where id = $1 for update', [raced]);
       const advances = [fx.advance(raced), fx.advance(raced)];
@@ -64,11 +64,69 @@ describe("an advance that waited for the run's lock", () => {
       });
       await holder.query('commit');
       const started = await Promise.all(advances);
-      // One of them started the stage's two results; the other, which waited for it, found nothing to do.
+      // One of them started the stage's two results; the other, whose write came second, read the run
+      // again and found nothing to do.
       expect(started.map((each) => each.length).sort()).toEqual([0, 2]);
     } finally {
       holder.release();
     }
     expect(await versionsOf(raced)).toEqual(expected);
+  });
+
+  it('writes nothing where an action moved the run between its read and its write, and reads it again', async () => {
+    const runId = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    const pool = await nativePool(fx.orm.em);
+    const holder = await pool.connect();
+    let advance: Promise<unknown[]> | undefined;
+    try {
+      // A cancel as the API makes it, uncommitted while the advance reads the run (still pending) and
+      // decides to start its first stage.
+      await holder.query('begin');
+      await holder.query(`update runs set status = 'canceled', version = version + 1 where id = $1`, [runId]);
+      await holder.query(
+        `update task_results set status = 'canceled', version = version + 1
+          where task_stage_id in (select id from task_stages where run_id = $1) and status = 'pending'`,
+        [runId],
+      );
+      await holder.query(`update task_stages set status = 'canceled', version = version + 1 where run_id = $1 and status = 'pending'`, [
+        runId,
+      ]);
+      advance = fx.advance(runId);
+      await eventually(async () => {
+        const { rows } = await pool.query<{ waiting: number }>(
+          `select count(*)::int as waiting from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,
+        );
+        return rows[0]?.waiting === 1 ? true : undefined;
+      });
+      await holder.query('commit');
+    } finally {
+      holder.release();
+    }
+    expect(await advance).toEqual([]);
+    // As the cancel left it: nothing started, nothing moved twice.
+    const after = await versionsOf(runId);
+    expect(after.run).toEqual({ status: 'canceled', version: 2 });
+    expect(after.stages.map(({ status, version }) => ({ status, version }))).toEqual([
+      { status: 'canceled', version: 2 },
+      { status: 'canceled', version: 2 },
+    ]);
+    expect(after.results).toEqual(Array.from({ length: 4 }, () => ({ status: 'canceled', version: 2, attempts: 0 })));
+  });
+
+  it('ends the unstarted stages of a run that ended, without moving the run', async () => {
+    const runId = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    const pool = await nativePool(fx.orm.em);
+    // A run that ended with stages left pending (as no path of ours leaves it: every end takes them with it).
+    await pool.query(`update runs set status = 'errored', version = version + 1 where id = $1`, [runId]);
+    expect(await fx.advance(runId)).toEqual([]);
+    const after = await versionsOf(runId);
+    expect(after.run).toEqual({ status: 'errored', version: 2 });
+    expect(after.stages.map(({ status }) => status)).toEqual(['canceled', 'canceled']);
+    expect(after.results.map(({ status, attempts }) => ({ status, attempts }))).toEqual(
+      Array.from({ length: 4 }, () => ({ status: 'canceled', attempts: 0 })),
+    );
+    // Nothing left to do: a second advance writes nothing.
+    expect(await fx.advance(runId)).toEqual([]);
+    expect(await versionsOf(runId)).toEqual(after);
   });
 });

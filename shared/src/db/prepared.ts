@@ -1,6 +1,8 @@
 import { DeadlockException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Pool, PoolClient, QueryResultRow } from 'pg';
+import pg, { type Pool, type PoolClient, type QueryResultRow } from 'pg';
+
+const { Pool: PgPool } = pg;
 
 /**
  * A statement PostgreSQL parses and plans once per connection (a named prepared statement) rather
@@ -73,32 +75,42 @@ export async function runPrepared<T extends QueryResultRow>(
   return result.rows;
 }
 
-export interface TransactionOptions {
-  /**
-   * The transaction plans without its values and without seq scans (`plan_cache_mode =
-   * force_generic_plan`, `enable_seqscan = off`): for transactions whose statements all find their rows
-   * by an index, where PostgreSQL would otherwise plan a statement with an array parameter
-   * (`unnest($1::text[])`) for its values at every execution (it cannot tell the generic plan's cost
-   * from the array's length, and planning costs more than running). Seq scans are off because a generic
-   * plan made while a table is small (new, or just truncated) would scan it whole, and be kept as it grows.
-   * The settings go with `begin` (one round trip) and end with the transaction; the plans made under
-   * them do not: they stay cached on the connection with their statements, so only statements used in
-   * such transactions alone belong in them (their triggers' and foreign keys' plans are by primary key).
-   */
-  genericIndexPlans?: boolean;
+/**
+ * The session settings of a pool that runs generic plans which read by index (`plan_cache_mode =
+ * force_generic_plan`, `enable_seqscan = off`), for statements that all find their rows by an index.
+ * Left to choose, PostgreSQL plans a statement with an array parameter (`unnest($1::text[])`) for its
+ * values at every execution (it cannot tell the generic plan's cost from the array's length, and
+ * planning costs more than running). Seq scans are off because a generic plan made while a table is
+ * small (new, or just truncated) would scan it whole, and be kept as it grows.
+ */
+const GENERIC_INDEX_PLANS = 'set plan_cache_mode = force_generic_plan; set enable_seqscan = off';
+
+/**
+ * A pool of its own, beside `base` (the same server, database, credentials and connection options),
+ * whose sessions run generic plans that read by index (GENERIC_INDEX_PLANS): for statements used there
+ * alone, as session settings, so each statement needs no transaction to carry them. The settings go
+ * with each new connection's first query; the caller ends the pool.
+ */
+export function genericIndexPool(base: Pool, max: number): Pool {
+  const pool = new PgPool({ ...base.options, max, min: 0 });
+  pool.on('connect', (client) => {
+    // Queued before any query of the caller's (pg runs a client's queries in order). Should it fail, the
+    // connection is ending: the caller's query fails too, and its error hands the client back broken.
+    client.query(GENERIC_INDEX_PLANS).catch(() => undefined);
+  });
+  // An idle client whose connection breaks emits 'error' on the pool, which would otherwise end the process.
+  pool.on('error', () => undefined);
+  return pool;
 }
 
 /**
  * Runs `work` in a transaction on one client of the pool. The client is handed back broken (and so
  * discarded) when the rollback fails too: its connection is in an unknown state.
  */
-export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   try {
-    // Without values pg sends a simple query, which may hold several statements.
-    await client.query(
-      options.genericIndexPlans ? 'begin; set local plan_cache_mode = force_generic_plan; set local enable_seqscan = off' : 'begin',
-    );
+    await client.query('begin');
     const result = await work(client);
     await client.query('commit');
     client.release();

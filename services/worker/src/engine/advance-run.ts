@@ -15,7 +15,6 @@ import {
   type CallbackToken,
   type CallbackTokenIssuer,
   type EnforcementLevel,
-  type Queryable,
   type ResultDeadlines,
   type RunSnapshot,
   type RunStage,
@@ -25,7 +24,7 @@ import {
   type TaskResultStatus,
   type TaskStageStatus,
 } from '@runtasks/shared';
-import type { Pool, PoolClient } from 'pg';
+import type { Pool } from 'pg';
 import type { RunExecutor } from './executor.ts';
 import {
   DISPATCH_RESULT_COLUMNS,
@@ -92,33 +91,17 @@ const ADVANCE_WRITES = new StatementShapes('advance-write');
 const STAGE_RESULT_COLUMNS = `ts.id as stage_id, ts.stage, ts.status as stage_status, ts.status_timestamps, tr.id as result_id,
           tr.status as result_status, tr.enforcement_level`;
 
-/** A run's stages and their results in one query. */
-const STAGES_OF_RUN = prepared(
-  'run-stages',
-  `select ${STAGE_RESULT_COLUMNS}, tr.callback_token_encrypted is null as tokenless
-     from task_stages ts left join task_results tr on tr.task_stage_id = ts.id where ts.run_id = $1`,
-);
-
 /**
- * The run, locked (workers advancing one run take turns), with its stages and results: one round trip.
- * The run's columns are its locked (newest) version; the workspace's and organization's names, which
- * the payloads of the results it starts need, are as this statement found them, so a rename committed
- * while it waited for the lock shows from the next stage. So are the stages and results: read as the
- * statement began, before any wait for the lock. `seen_version` is the run's version as of then too;
- * where it differs from the locked version, an advance (or an action) committed meanwhile and the stages
- * are read again. Where it does not, what others changed meanwhile without the run's lock (a callback's
- * result, an override's stage) may be missing, as it may be when it commits just after a read under the
- * lock: each of those wakes the run again once it has committed.
+ * The run with its stages and results, as one snapshot (one statement, no lock): what the advance
+ * decides from. Its write applies only where the run's version is still the one read here.
  */
-const LOCK_RUN_WITH_STAGES = prepared(
-  'run-lock-stages',
-  `with run as (
-     select r.id, r.status, r.version, r.auto_apply, o.task_overrides_enabled as overrides_enabled, ${DISPATCH_RUN_COLUMNS}
-       from runs r join organizations o on o.id = r.organization_id join workspaces w on w.id = r.workspace_id
-      where r.id = $1 for update of r)
-   select run.*, (select version from runs where id = $1) as seen_version, ${STAGE_RESULT_COLUMNS},
-          tr.callback_token_encrypted is null as tokenless
-     from run left join task_stages ts on ts.run_id = run.id left join task_results tr on tr.task_stage_id = ts.id`,
+const READ_RUN_WITH_STAGES = prepared(
+  'run-advance-read',
+  `select r.id, r.status, r.version, r.auto_apply, o.task_overrides_enabled as overrides_enabled, ${DISPATCH_RUN_COLUMNS},
+          ${STAGE_RESULT_COLUMNS}, tr.callback_token_encrypted is null as tokenless
+     from runs r join organizations o on o.id = r.organization_id join workspaces w on w.id = r.workspace_id
+     left join task_stages ts on ts.run_id = r.id left join task_results tr on tr.task_stage_id = ts.id
+    where r.id = $1`,
 );
 
 /** A row of a stage joined with one of its results (or none); no stage at all where the run has none. */
@@ -131,10 +114,6 @@ interface StageResultRow {
   result_status: TaskResultStatus | null;
   enforcement_level: EnforcementLevel | null;
   tokenless?: boolean | null;
-}
-
-async function readStages(client: Queryable, runId: string): Promise<{ stages: StageRow[]; results: ResultRow[] }> {
-  return groupStages(await runPrepared<StageResultRow>(client, STAGES_OF_RUN, [runId]));
 }
 
 function groupStages(rows: readonly StageResultRow[]): { stages: StageRow[]; results: ResultRow[] } {
@@ -182,8 +161,6 @@ const SNAPSHOT_FROM = `runs r join organizations o on o.id = r.organization_id
      left join task_stages ts on ts.run_id = r.id
      left join task_results tr on tr.task_stage_id = ts.id`;
 
-const RUN_SNAPSHOT = prepared('run-snapshot', `select ${SNAPSHOT_COLUMNS} from ${SNAPSHOT_FROM} where r.id = $1`);
-
 /**
  * Many runs' snapshots: not prepared, so that each is planned for its own list (a generic plan, which
  * cannot know how many runs it reads, may read every stage and result instead of probing their indexes).
@@ -210,19 +187,8 @@ function waits(rows: readonly SnapshotRow[]): boolean {
 }
 
 /**
- * Whether the run has nothing to do now, judged from one consistent snapshot (one statement) without
- * a lock or a transaction. Many wake-ups are of this kind (a deadline moved on by progress, a failed
- * delivery's). Waiting is safe to conclude lock-free: whatever later lets the run move (a callback, a
- * deadline, an override, an action) commits first and then wakes it again.
- */
-async function nothingToDo(em: EntityManager, runId: string): Promise<boolean> {
-  const rows = await runPrepared<SnapshotRow>(await nativePool(em), RUN_SNAPSHOT, [runId]);
-  return rows.length === 0 || waits(rows);
-}
-
-/**
  * Of these runs, those that have something to do now: the sweeper's look at idle runs, by the same
- * rule and snapshot as `nothingToDo`, for many runs in one statement (a run gone meanwhile has none).
+ * rule as an advance's read, for many runs in one statement (a run gone meanwhile has none).
  * A run waiting for a slow task server or for a person needs no wake-up, however long it waits.
  */
 export async function runsThatMayMove(em: EntityManager, runIds: readonly string[]): Promise<string[]> {
@@ -237,189 +203,238 @@ export async function runsThatMayMove(em: EntityManager, runIds: readonly string
   return runIds.filter((runId) => byRun.has(runId) && !waits(byRun.get(runId) ?? []));
 }
 
-type LockedRow = RunRow & DispatchRunFields & StageResultRow & { version: number; seen_version: number };
+type ReadRow = RunRow & DispatchRunFields & StageResultRow & { version: number };
+
+/** A row of the advance's write: a started result, or (where none started) the run's id alone, its other columns null. */
+type WrittenRow = { run_id: string } & ((DispatchResultFields & { task_stage_id: string }) | { task_stage_id: null });
 
 /**
- * The advance's transaction runs its statements' generic plans, by index: each finds its rows by key,
- * and the write, which gets its started results as arrays, was otherwise planned at every execution
- * (~0.4 ms, more than it takes to run).
+ * How many times an advance reads the run again after its write found the run moved since its read (by
+ * another advance of it, or an action). Each retry follows a write that someone else committed, so a
+ * run that keeps moving under this one is rare; past this the job fails and is retried later.
  */
-const inAdvanceTransaction = <T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> =>
-  inTransaction(pool, work, { genericIndexPlans: true });
+const MAX_ATTEMPTS = 5;
+
+/** The planning of a run created without its stages (by an earlier version), under the run's lock, while it is still pending. */
+async function repairPlanning(pool: Pool, runId: string, issueToken: CallbackTokenIssuer): Promise<void> {
+  await inTransaction(pool, async (client) => {
+    const { rows } = await client.query<{ status: RunStatus }>('select status from runs where id = $1 for update', [runId]);
+    if (rows[0]?.status === 'pending') await insertPlannedStages(clientRunner(client), runId, issueToken);
+  });
+}
 
 /**
- * Moves a run as far as it can go now, under a row lock on the run so concurrent workers take turns.
- * Every step is decided by the pure `nextRunStep` and applied with conditional updates, so running
- * this twice (a duplicated job, a sweeper re-drive) is harmless. Returns the results to dispatch
- * (with their stages, whose deadlines the caller schedules), which the caller enqueues after commit.
+ * Moves a run as far as it can go now. It reads the run with its stages and results in one statement,
+ * decides every step with the pure `nextRunStep`, and writes them all in one statement that applies
+ * only if the run's version is still the one it read: a concurrent advance of the same run (a
+ * duplicated job, a sweeper re-drive) or an action that committed meanwhile makes it write nothing and
+ * read again, so each step is taken once. Two round trips and one commit, with no lock held between
+ * them; a run that waits (most wake-ups of an idle run) costs the read alone.
+ *
+ * What changes a run's stages or results without its version (a callback's verdict, an override) may be
+ * missing from the read, as it may when it commits just after it: each of those wakes the run again once
+ * it has committed.
+ *
+ * `db` runs generic plans by index (`genericIndexPool`); `em`'s pool repairs a run planned without stages.
+ * Returns the results it started, with their first attempts claimed, for the caller to deliver (and their
+ * stages, whose deadlines the caller schedules).
  */
 export async function advanceRun(
   em: EntityManager,
+  db: Pool,
   runId: string,
   executor: RunExecutor,
   settings: AdvanceSettings,
-  options: { precheck?: boolean } = {},
 ): Promise<StartedResult[]> {
-  // `precheck: false` when the caller knows there is work (a new run always moves): no extra statement.
-  if ((options.precheck ?? true) && (await nothingToDo(em, runId))) return [];
-  // On a client of its own (not the unit of work): its hot statements are prepared (see prepared.ts).
-  return inAdvanceTransaction(await nativePool(em), async (client) => {
-    const tx = clientRunner(client);
-    const rows = await runPrepared<LockedRow>(client, LOCK_RUN_WITH_STAGES, [runId]);
+  let repaired = false;
+  for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
+    const rows = await runPrepared<ReadRow>(db, READ_RUN_WITH_STAGES, [runId]);
     const run = rows[0];
     if (!run) return [];
-    let { stages, results } = run.version === run.seen_version ? groupStages(rows) : await readStages(client, runId);
-    if (run.status === 'pending' && stages.length === 0) {
+    const { stages, results } = groupStages(rows);
+    if (run.status === 'pending' && stages.length === 0 && !repaired) {
       // Normally planned when the run was created; this is the repair for a run that was not.
-      await insertPlannedStages(tx, runId, settings.issueToken);
-      ({ stages, results } = await readStages(client, runId));
+      await repairPlanning(await nativePool(em), runId, settings.issueToken);
+      repaired = true;
+      continue;
     }
-    const snapshot: RunSnapshot = {
-      status: run.status,
-      planOnly: run.plan_only,
-      autoApply: run.auto_apply,
-      overridesEnabled: run.overrides_enabled,
-    };
-    const stageSnapshots = (): StageSnapshot[] => snapshotsOf(stages, results);
-    // Decided step by step in memory, written once after the loop in one statement (one round trip):
-    // every stage's status with its `<status>-at` keys, the started stages' pending results, and the run's
-    // status with every `<status>-at` it passed (versions move by the number of transitions, as before).
-    const runTransitions: string[] = [];
-    let runWarning = false;
-    const stageWrites = new Map<string, { status: TaskStageStatus; keys: string[] }>();
-    const startedResults: ResultRow[] = [];
-    const setRun = (status: RunStatus, warning = false): void => {
-      runTransitions.push(statusTimestampKey(status));
-      runWarning ||= warning;
-      snapshot.status = status;
-    };
-    const setStage = (stage: StageRow, status: TaskStageStatus): void => {
-      const key = statusTimestampKey(status);
-      const write = stageWrites.get(stage.id) ?? { status, keys: [] };
-      write.status = status;
-      write.keys.push(key);
-      stageWrites.set(stage.id, write);
-      stage.status = status;
-      stage.status_timestamps = { ...stage.status_timestamps, [key]: stage.status_timestamps[key] ?? new Date().toISOString() };
-    };
-    const write = async (): Promise<StartedResult[]> => {
-      const parts: string[] = [];
-      const params: unknown[] = [];
-      for (const [id, stage] of stageWrites) {
-        const keys = [...new Set(stage.keys)];
-        parts.push(
-          `stage${parts.length} as (update task_stages set status = ?, status_timestamps = ${timestampsSql(keys)},
-             version = version + ?, updated_at = now() where id = ?)`,
-        );
-        params.push(stage.status, ...keys, stage.keys.length, id);
-      }
-      // Started results are claimed for their first attempt here (what dispatch's claim does for a retry):
-      // leased, and read with what their payload needs. Their access tokens were issued when they were
-      // planned; one planned without (by an earlier version) gets its token now.
-      const issued = new Map(
-        startedResults.filter((result) => result.tokenless).map((result) => [result.id, settings.issueToken(result.id)]),
-      );
-      if (startedResults.length > 0) {
-        parts.push(
-          `started as (update task_results tr set status = 'running', status_timestamps = ${timestampsSql(['running-at'])},
-             version = tr.version + 1, updated_at = now(), progress_deadline = now() + make_interval(secs => ?),
-             hard_deadline = now() + make_interval(secs => ?), attempts = tr.attempts + 1,
-             next_attempt_at = now() + make_interval(secs => ?::double precision),
-             callback_token_hash = coalesce(tr.callback_token_hash, t.hash),
-             callback_token_encrypted = coalesce(tr.callback_token_encrypted, t.encrypted)
-             from unnest(?::text[], ?::text[], ?::text[]) as t(id, hash, encrypted)
-           where tr.id = t.id and tr.status = 'pending'
-           returning ${DISPATCH_RESULT_COLUMNS}, tr.task_stage_id)`,
-        );
-        const tokens = startedResults.map((result) => issued.get(result.id));
-        params.push(
-          'running-at',
-          settings.progressTimeoutSeconds,
-          settings.maxRuntimeSeconds,
-          settings.attemptLeaseSeconds,
-          startedResults.map((result) => result.id),
-          tokens.map((token) => token?.hash ?? null),
-          tokens.map((token) => token?.encrypted ?? null),
-        );
-      }
-      if (runTransitions.length > 0) {
-        const keys = [...new Set(runTransitions)];
-        parts.push(
-          `run as (update runs set status = ?, status_timestamps = ${timestampsSql(keys)},
-             version = version + ?, updated_at = now()${runWarning ? ', has_task_warnings = true' : ''} where id = ?)`,
-        );
-        params.push(snapshot.status, ...keys, runTransitions.length, runId);
-      }
-      if (parts.length === 0) return [];
-      const started = await ADVANCE_WRITES.run<DispatchResultFields & { task_stage_id: string }>(
-        client,
-        // `started` returns an explicit column list, so `*` here cannot change under a cached plan.
-        numbered(`with ${parts.join(',\n')} ${startedResults.length > 0 ? 'select * from started' : 'select null where false'}`),
-        params,
-      );
-      const runFields = dispatchRunFields(run);
-      const stageNames = new Map(stages.map((stage) => [stage.id, stage.stage]));
-      // Every returned row is one of startedResults (joined on its id), in one of this run's stages.
-      return started.map(({ task_stage_id: stageId, ...result }) => ({
-        stageId,
-        row: { ...result, ...runFields, stage: stageNames.get(stageId) as RunStage },
-        issued: issued.get(result.id),
-      }));
-    };
+    const written = await decideAndWrite(db, run, stages, results, executor, settings);
+    if (written) return written.started;
+  }
+  throw new Error(`run ${runId} moved under ${MAX_ATTEMPTS} advances in a row; the job is retried`);
+}
 
-    for (let step: RunStep = nextRunStep(snapshot, stageSnapshots()), count = 0; step.kind !== 'wait' && count < MAX_STEPS; count += 1) {
-      switch (step.kind) {
-        case 'set-run':
-          setRun(step.status);
-          break;
-        case 'plan':
-          await executor.plan(runId);
-          setRun('planned');
-          break;
-        case 'apply':
-          await executor.apply(runId);
-          setRun('applied');
-          break;
-        case 'start-stage': {
-          const name = step.stage;
-          const stage = stages.find((candidate) => candidate.stage === name);
-          if (stage && stage.status === 'pending') setStage(stage, 'running');
-          if (stage) {
-            // Its pending results start (written below; under the run's lock nothing else starts them).
-            for (const result of results) {
-              if (result.task_stage_id !== stage.id || result.status !== 'pending') continue;
-              result.status = 'running';
-              startedResults.push(result);
-            }
+/**
+ * The steps the run can take now, from what `advanceRun` read, written at once. Returns what was
+ * started, or undefined where the run's version moved since the read (nothing was written).
+ */
+async function decideAndWrite(
+  db: Pool,
+  run: ReadRow,
+  stages: StageRow[],
+  results: ResultRow[],
+  executor: RunExecutor,
+  settings: AdvanceSettings,
+): Promise<{ started: StartedResult[] } | undefined> {
+  const snapshot: RunSnapshot = {
+    status: run.status,
+    planOnly: run.plan_only,
+    autoApply: run.auto_apply,
+    overridesEnabled: run.overrides_enabled,
+  };
+  // Decided step by step in memory, written once in one statement (one round trip): every stage's status
+  // with its `<status>-at` keys, the started stages' pending results, and the run's status with every
+  // `<status>-at` it passed (versions move by the number of transitions).
+  const runTransitions: string[] = [];
+  let runWarning = false;
+  const stageWrites = new Map<string, { status: TaskStageStatus; keys: string[] }>();
+  const startedResults: ResultRow[] = [];
+  const setRun = (status: RunStatus, warning = false): void => {
+    runTransitions.push(statusTimestampKey(status));
+    runWarning ||= warning;
+    snapshot.status = status;
+  };
+  const setStage = (stage: StageRow, status: TaskStageStatus): void => {
+    const key = statusTimestampKey(status);
+    const write = stageWrites.get(stage.id) ?? { status, keys: [] };
+    write.status = status;
+    write.keys.push(key);
+    stageWrites.set(stage.id, write);
+    stage.status = status;
+    stage.status_timestamps = { ...stage.status_timestamps, [key]: stage.status_timestamps[key] ?? new Date().toISOString() };
+  };
+  const stageSnapshots = (): StageSnapshot[] => snapshotsOf(stages, results);
+
+  for (let step: RunStep = nextRunStep(snapshot, stageSnapshots()), count = 0; step.kind !== 'wait' && count < MAX_STEPS; count += 1) {
+    switch (step.kind) {
+      case 'set-run':
+        setRun(step.status);
+        break;
+      case 'plan':
+        await executor.plan(run.id);
+        setRun('planned');
+        break;
+      case 'apply':
+        await executor.apply(run.id);
+        setRun('applied');
+        break;
+      case 'start-stage': {
+        const name = step.stage;
+        const stage = stages.find((candidate) => candidate.stage === name);
+        if (stage && stage.status === 'pending') setStage(stage, 'running');
+        if (stage) {
+          // Its pending results start (written below, where the run's version holds: no other advance starts them).
+          for (const result of results) {
+            if (result.task_stage_id !== stage.id || result.status !== 'pending') continue;
+            result.status = 'running';
+            startedResults.push(result);
           }
-          setRun(step.runStatus);
-          break;
         }
-        case 'finish-stage': {
-          const name = step.stage;
-          const stage = stages.find((candidate) => candidate.stage === name);
-          if (stage) setStage(stage, step.stageStatus);
-          setRun(step.runStatus, step.warning);
-          break;
-        }
+        setRun(step.runStatus);
+        break;
       }
-      step = nextRunStep(snapshot, stageSnapshots());
+      case 'finish-stage': {
+        const name = step.stage;
+        const stage = stages.find((candidate) => candidate.stage === name);
+        if (stage) setStage(stage, step.stageStatus);
+        setRun(step.runStatus, step.warning);
+        break;
+      }
     }
-    const toDispatch = await write();
-    if (ENDED.has(snapshot.status)) {
-      // A run that stopped early leaves later stages unstarted: they will never run, so they end too.
-      const canceledAt = `jsonb_build_object('canceled-at', ${DB_NOW_ISO})`;
-      await tx.execute(
-        `update task_results set status = 'canceled', status_timestamps = status_timestamps || ${canceledAt}, version = version + 1, updated_at = now()
-          where status = 'pending' and task_stage_id in (select id from task_stages where run_id = ? and status = 'pending')`,
-        [runId],
-      );
-      await tx.execute(
-        `update task_stages set status = 'canceled', status_timestamps = status_timestamps || ${canceledAt}, version = version + 1, updated_at = now()
-          where run_id = ? and status = 'pending'`,
-        [runId],
-      );
-    }
-    return toDispatch;
-  });
+    step = nextRunStep(snapshot, stageSnapshots());
+  }
+  // A run that stopped early leaves later stages unstarted: they will never run, so they end too (with
+  // their pending results). Stages are never pending again once moved, so the read shows every one.
+  const unstarted = ENDED.has(snapshot.status) ? stages.filter((stage) => stage.status === 'pending').map((stage) => stage.id) : [];
+  if (runTransitions.length === 0 && unstarted.length === 0) return { started: [] };
+
+  // The run's update comes first and holds the version check; every other part applies only where it
+  // updated the run (`exists (select from run)`, evaluated once, before any row of theirs is touched).
+  const guard = 'exists (select from run)';
+  const parts: string[] = [];
+  const params: unknown[] = [];
+  if (runTransitions.length > 0) {
+    const keys = [...new Set(runTransitions)];
+    parts.push(
+      `run as (update runs set status = ?, status_timestamps = ${timestampsSql(keys)},
+         version = version + ?, updated_at = now()${runWarning ? ', has_task_warnings = true' : ''} where id = ? and version = ? returning id)`,
+    );
+    params.push(snapshot.status, ...keys, runTransitions.length, run.id, run.version);
+  } else {
+    // Only unstarted stages to end (the run had ended already): the run is locked, not changed. A
+    // concurrent change of it is waited for, and where it moved the version, no row.
+    parts.push(`run as (select id from runs where id = ? and version = ? for update)`);
+    params.push(run.id, run.version);
+  }
+  for (const [id, stage] of stageWrites) {
+    const keys = [...new Set(stage.keys)];
+    parts.push(
+      `stage${parts.length} as (update task_stages set status = ?, status_timestamps = ${timestampsSql(keys)},
+         version = version + ?, updated_at = now() where id = ? and ${guard})`,
+    );
+    params.push(stage.status, ...keys, stage.keys.length, id);
+  }
+  // Started results are claimed for their first attempt here (what dispatch's claim does for a retry):
+  // leased, and read with what their payload needs. Their access tokens were issued when they were
+  // planned; one planned without (by an earlier version) gets its token now.
+  const issued = new Map(startedResults.filter((result) => result.tokenless).map((result) => [result.id, settings.issueToken(result.id)]));
+  if (startedResults.length > 0) {
+    parts.push(
+      `started as (update task_results tr set status = 'running', status_timestamps = ${timestampsSql(['running-at'])},
+         version = tr.version + 1, updated_at = now(), progress_deadline = now() + make_interval(secs => ?),
+         hard_deadline = now() + make_interval(secs => ?), attempts = tr.attempts + 1,
+         next_attempt_at = now() + make_interval(secs => ?::double precision),
+         callback_token_hash = coalesce(tr.callback_token_hash, t.hash),
+         callback_token_encrypted = coalesce(tr.callback_token_encrypted, t.encrypted)
+         from unnest(?::text[], ?::text[], ?::text[]) as t(id, hash, encrypted)
+       where tr.id = t.id and tr.status = 'pending' and ${guard}
+       returning ${DISPATCH_RESULT_COLUMNS}, tr.task_stage_id)`,
+    );
+    const tokens = startedResults.map((result) => issued.get(result.id));
+    params.push(
+      'running-at',
+      settings.progressTimeoutSeconds,
+      settings.maxRuntimeSeconds,
+      settings.attemptLeaseSeconds,
+      startedResults.map((result) => result.id),
+      tokens.map((token) => token?.hash ?? null),
+      tokens.map((token) => token?.encrypted ?? null),
+    );
+  }
+  if (unstarted.length > 0) {
+    // Not a stage this write moves (none of those is pending after it), nor a result it starts (those are in moved stages).
+    const canceledAt = `jsonb_build_object('canceled-at', ${DB_NOW_ISO})`;
+    parts.push(
+      `unstarted_results as (update task_results set status = 'canceled', status_timestamps = status_timestamps || ${canceledAt},
+         version = version + 1, updated_at = now() where task_stage_id = any(?::text[]) and status = 'pending' and ${guard})`,
+      `unstarted_stages as (update task_stages set status = 'canceled', status_timestamps = status_timestamps || ${canceledAt},
+         version = version + 1, updated_at = now() where id = any(?::text[]) and status = 'pending' and ${guard})`,
+    );
+    params.push(unstarted, unstarted);
+  }
+  // One row per started result (none: one row of nulls) where the run's version held; no row where it did not.
+  const rows = await ADVANCE_WRITES.run<WrittenRow>(
+    db,
+    // `started` returns an explicit column list, so `started.*` here cannot change under a cached plan.
+    numbered(
+      `with ${parts.join(',\n')} ${
+        startedResults.length > 0
+          ? 'select started.*, run.id as run_id from run left join started on true'
+          : 'select run.id as run_id from run'
+      }`,
+    ),
+    params,
+  );
+  if (rows.length === 0) return undefined;
+  if (startedResults.length === 0) return { started: [] };
+  const runFields = dispatchRunFields(run);
+  const stageNames = new Map(stages.map((stage) => [stage.id, stage.stage]));
+  const started: StartedResult[] = [];
+  for (const row of rows) {
+    // The row of nulls where nothing started; every other is one of startedResults, in one of this run's stages.
+    if (row.task_stage_id === null) continue;
+    const { task_stage_id: stageId, run_id: _runId, ...result } = row;
+    started.push({ stageId, row: { ...result, ...runFields, stage: stageNames.get(stageId) as RunStage }, issued: issued.get(result.id) });
+  }
+  return { started };
 }

@@ -1,5 +1,6 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { issueCallbackToken, openOrm, resultDeadlines, type RunStage } from '@runtasks/shared';
+import { genericIndexPool, issueCallbackToken, nativePool, openOrm, resultDeadlines, type RunStage } from '@runtasks/shared';
+import type { Pool } from 'pg';
 import { advanceRun, type StartedResult } from '../../src/engine/advance-run.ts';
 import { ATTEMPT_LEASE_MS } from '../../src/engine/dispatch.ts';
 import { immediateExecutor } from '../../src/engine/executor.ts';
@@ -15,23 +16,29 @@ export interface AdvanceFixture {
   h: Harness;
   orm: MikroORM;
   f: Fixture;
-  /** One advance of the run, as a `run.created` job makes it (no lock-free look first). */
+  /** One advance of the run, as a job makes it. */
   advance: (runId: string) => Promise<StartedResult[]>;
+  /** The advances' own pool (generic plans by index), as a worker's. */
+  advancePool: Pool;
   close: () => Promise<void>;
 }
 
-/** `connections`: the fixture's own pool (1 where a test reads the prepared statements of the advances' connection). */
+/** `connections`: the size of each of the fixture's pools (1 where a test reads the prepared statements of the advances' connection). */
 export async function startAdvanceFixture(name: string, stages: readonly RunStage[], connections = 4): Promise<AdvanceFixture> {
   const h = await startHarness();
   let orm: MikroORM | undefined;
+  let advancePool: Pool | undefined;
   let taskServer: ScriptedServer | undefined;
   const close = async (): Promise<void> => {
+    await advancePool?.end();
     await orm?.close();
     await taskServer?.close();
     await h.close();
   };
   try {
     orm = await openOrm(h.config.databaseUrl, connections);
+    const pool = genericIndexPool(await nativePool(orm.em), connections);
+    advancePool = pool;
     // Creating a task sends it a verification request; the advances deliver nothing (their caller would).
     taskServer = await startScriptedServer((_delivery, res) => res.writeHead(200).end());
     const f = await seedOrganization(h, name);
@@ -39,18 +46,12 @@ export async function startAdvanceFixture(name: string, stages: readonly RunStag
       await attachTask(h, f, f.workspaceId, await createTask(h, f, taskServer.url), 'mandatory', [...stages]);
     const em = orm.em;
     const advance = (runId: string): Promise<StartedResult[]> =>
-      advanceRun(
-        em.fork(),
-        runId,
-        immediateExecutor,
-        {
-          ...resultDeadlines(h.config),
-          attemptLeaseSeconds: ATTEMPT_LEASE_MS / 1000,
-          issueToken: (resultId) => issueCallbackToken(h.secrets, resultId),
-        },
-        { precheck: false },
-      );
-    return { h, orm, f, advance, close };
+      advanceRun(em.fork(), pool, runId, immediateExecutor, {
+        ...resultDeadlines(h.config),
+        attemptLeaseSeconds: ATTEMPT_LEASE_MS / 1000,
+        issueToken: (resultId) => issueCallbackToken(h.secrets, resultId),
+      });
+    return { h, orm, f, advance, advancePool: pool, close };
   } catch (error) {
     await close();
     throw error;

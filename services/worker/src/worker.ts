@@ -2,7 +2,7 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import {
   createTaskClient,
   disconnectAll,
-  genericIndexPool,
+  genericIndexPoolOrBase,
   issueCallbackToken,
   nativePool,
   JOBS,
@@ -99,7 +99,15 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
   const metrics = deps.metrics ?? new Metrics();
   // The advances' statements, planned generically and by index (see genericIndexPool). Each holds a
   // connection for one statement only, so half the main pool's size serves them.
-  const advancePool = genericIndexPool(await nativePool(deps.orm.em), Math.max(1, Math.ceil(deps.config.databasePoolSize / 2)));
+  const advanceDb = await genericIndexPoolOrBase(
+    await nativePool(deps.orm.em),
+    Math.max(1, Math.ceil(deps.config.databasePoolSize / 2)),
+    (error) =>
+      deps.logger.warn(
+        { err: error },
+        "the database refused the advances' session settings (a pooler that does not track them?): advances run on the main pool",
+      ),
+  );
   const dispatchDeps = {
     secrets: deps.secrets,
     taskClient,
@@ -185,7 +193,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
   async function processAdvance(job: Job<JobData>): Promise<number> {
     const runId = job.data.runId ?? '';
     const em = deps.orm.em.fork();
-    const started = await advanceRun(em, advancePool, runId, executor, settings);
+    const started = await advanceRun(em, advanceDb.pool, runId, executor, settings);
     deps.logger.debug({ jobId: job.id, jobName: job.name, runId, dispatching: started.length }, 'run advanced');
     return deliverStarted(job, em, started);
   }
@@ -279,7 +287,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
       await worker.close(!connected);
       await queue.close();
       await disconnectAll(connections, RECONNECT_WAIT_MS);
-      await advancePool.end();
+      await advanceDb.end();
       if (!deps.taskClient) await taskClient.close();
     },
   };

@@ -1,6 +1,6 @@
 import { DeadlockException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import pg, { type Pool, type PoolClient, type QueryResultRow } from 'pg';
+import pg, { type Pool, type PoolClient, type PoolConfig, type QueryResultRow } from 'pg';
 
 const { Pool: PgPool } = pg;
 
@@ -81,26 +81,75 @@ export async function runPrepared<T extends QueryResultRow>(
  * Left to choose, PostgreSQL plans a statement with an array parameter (`unnest($1::text[])`) for its
  * values at every execution (it cannot tell the generic plan's cost from the array's length, and
  * planning costs more than running). Seq scans are off because a generic plan made while a table is
- * small (new, or just truncated) would scan it whole, and be kept as it grows.
+ * small (new, or just truncated) would scan it whole, and be kept as it grows. Sent as the connection's
+ * startup `options`, so they hold for the whole session and nowhere else (a pooler that hands server
+ * connections around per transaction applies them per client, or refuses them: never lends them out).
  */
-const GENERIC_INDEX_PLANS = 'set plan_cache_mode = force_generic_plan; set enable_seqscan = off';
+export const GENERIC_INDEX_OPTIONS = '-c plan_cache_mode=force_generic_plan -c enable_seqscan=off';
+
+/** `base`'s connection settings with GENERIC_INDEX_OPTIONS added to whatever `options` they already give. */
+export function withGenericIndexOptions(base: PoolConfig, env: NodeJS.ProcessEnv = process.env): PoolConfig {
+  const join = (given: string | null | undefined): string => [given, GENERIC_INDEX_OPTIONS].filter(Boolean).join(' ');
+  if (base.connectionString) {
+    // A URL's own `options` win over the configuration's (pg reads the URL last): merged into the URL.
+    let url: URL | undefined;
+    try {
+      url = new URL(base.connectionString);
+    } catch {
+      url = undefined;
+    }
+    if (url) {
+      url.searchParams.set('options', join(url.searchParams.get('options') ?? base.options ?? env['PGOPTIONS']));
+      return { ...base, connectionString: url.toString() };
+    }
+  }
+  return { ...base, options: join(base.options ?? env['PGOPTIONS']) };
+}
 
 /**
- * A pool of its own, beside `base` (the same server, database, credentials and connection options),
- * whose sessions run generic plans that read by index (GENERIC_INDEX_PLANS): for statements used there
- * alone, as session settings, so each statement needs no transaction to carry them. The settings go
- * with each new connection's first query; the caller ends the pool.
+ * A pool of its own, beside `base` (the same server, database, credentials and connection settings),
+ * whose sessions run generic plans that read by index (GENERIC_INDEX_OPTIONS), for statements used
+ * there alone: each needs no transaction to carry the settings. The caller ends it.
  */
 export function genericIndexPool(base: Pool, max: number): Pool {
-  const pool = new PgPool({ ...base.options, max, min: 0 });
-  pool.on('connect', (client) => {
-    // Queued before any query of the caller's (pg runs a client's queries in order). Should it fail, the
-    // connection is ending: the caller's query fails too, and its error hands the client back broken.
-    client.query(GENERIC_INDEX_PLANS).catch(() => undefined);
-  });
+  const pool = new PgPool({ ...withGenericIndexOptions(base.options), max, min: 0 });
   // An idle client whose connection breaks emits 'error' on the pool, which would otherwise end the process.
   pool.on('error', () => undefined);
   return pool;
+}
+
+/**
+ * genericIndexPool, tried once: where the server refuses its settings (a pooler, see
+ * refusedStartupOptions), `base` itself, whose statements plan as every other statement does (the
+ * advance's write then for its values at every execution: slower, as correct), after `onRefused`. A
+ * server that is down for now does not count: the pool connects once it is back.
+ */
+export async function genericIndexPoolOrBase(
+  base: Pool,
+  max: number,
+  onRefused: (error: unknown) => void,
+): Promise<{ pool: Pool; end: () => Promise<void> }> {
+  const pool = genericIndexPool(base, max);
+  try {
+    await pool.query('select 1');
+  } catch (error) {
+    if (refusedStartupOptions(error)) {
+      onRefused(error);
+      await pool.end();
+      return { pool: base, end: async () => undefined };
+    }
+  }
+  return { pool, end: () => pool.end() };
+}
+
+/**
+ * Whether a connection was refused for its startup settings: PgBouncer in transaction mode refuses
+ * `options` it does not track (`unsupported startup parameter`, SQLSTATE 08P01, protocol violation).
+ */
+export function refusedStartupOptions(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  return code === '08P01' || (typeof message === 'string' && /unsupported (options )?startup parameter/i.test(message));
 }
 
 /**

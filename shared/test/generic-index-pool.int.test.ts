@@ -125,6 +125,8 @@ describe("the advances' pool, on real connections", () => {
     const taken = await genericIndexPoolOrBase(base, 1, (error) => refusals.push(error));
     try {
       expect(taken.pool).not.toBe(base);
+      // Its trial connection is closed: nothing held until an advance needs it.
+      expect(taken.pool.totalCount).toBe(0);
       expect((await taken.pool.query<{ mode: string }>(`select current_setting('plan_cache_mode') as mode`)).rows[0]?.mode).toBe(
         'force_generic_plan',
       );

@@ -131,7 +131,8 @@ export async function genericIndexPoolOrBase(
 ): Promise<{ pool: Pool; end: () => Promise<void> }> {
   const pool = genericIndexPool(base, max);
   try {
-    await pool.query('select 1');
+    // Closed at once (released as broken): the advances open their connections as they need them.
+    (await pool.connect()).release(true);
   } catch (error) {
     if (refusedStartupOptions(error)) {
       onRefused(error);

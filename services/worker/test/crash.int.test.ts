@@ -174,7 +174,7 @@ describe('crash tests: nothing is lost when processes and backing services die',
     const queue = new Queue(QUEUES.runs, { connection: redis, prefix: h.config.queuePrefix });
     onCleanup(() => queue.close(), 'queue');
     /**
-     * Makes the burst's materializations wait, mid-transaction, in both workers: the queue is paused
+     * Makes the burst's materializations wait, mid-statement, in both workers: the queue is paused
      * while the runs are created, their rows are locked, and then the queue resumes. Each run-created
      * job then stays active on its run's lock until `release`, so a kill is sure to catch some of the
      * victim's.

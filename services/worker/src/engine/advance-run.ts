@@ -169,8 +169,8 @@ export const RUNS_SNAPSHOT_SQL = `select ${SNAPSHOT_COLUMNS} from ${SNAPSHOT_FRO
 
 /**
  * Whether a run, as one snapshot's rows show it (at least one), waits: for a task server's verdict, a
- * deadline, a person's decision. Runs to repair or that ended are not judged waiting: the locked path
- * looks at them.
+ * deadline, a person's decision. Runs to repair or that ended are not judged waiting: an advance looks
+ * at them (it plans the one, and ends the other's unstarted stages).
  */
 function waits(rows: readonly SnapshotRow[]): boolean {
   const [first] = rows;

@@ -90,18 +90,11 @@ export const GENERIC_INDEX_OPTIONS = '-c plan_cache_mode=force_generic_plan -c e
 /** `base`'s connection settings with GENERIC_INDEX_OPTIONS added to whatever `options` they already give. */
 export function withGenericIndexOptions(base: PoolConfig, env: NodeJS.ProcessEnv = process.env): PoolConfig {
   const join = (given: string | null | undefined): string => [given, GENERIC_INDEX_OPTIONS].filter(Boolean).join(' ');
-  if (base.connectionString) {
+  if (base.connectionString && URL.canParse(base.connectionString)) {
     // A URL's own `options` win over the configuration's (pg reads the URL last): merged into the URL.
-    let url: URL | undefined;
-    try {
-      url = new URL(base.connectionString);
-    } catch {
-      url = undefined;
-    }
-    if (url) {
-      url.searchParams.set('options', join(url.searchParams.get('options') ?? base.options ?? env['PGOPTIONS']));
-      return { ...base, connectionString: url.toString() };
-    }
+    const url = new URL(base.connectionString);
+    url.searchParams.set('options', join(url.searchParams.get('options') ?? base.options ?? env['PGOPTIONS']));
+    return { ...base, connectionString: url.toString() };
   }
   return { ...base, options: join(base.options ?? env['PGOPTIONS']) };
 }

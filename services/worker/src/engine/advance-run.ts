@@ -205,8 +205,8 @@ export async function runsThatMayMove(em: EntityManager, runIds: readonly string
 
 type ReadRow = RunRow & DispatchRunFields & StageResultRow & { version: number };
 
-/** A row of the advance's write: a started result, or (where none started) the run's id alone, its other columns null. */
-type WrittenRow = { run_id: string } & ((DispatchResultFields & { task_stage_id: string }) | { task_stage_id: null });
+/** A row of the advance's write where it starts results: one of them, or (where none started after all) nulls. */
+type StartedRow = (DispatchResultFields & { task_stage_id: string }) | { task_stage_id: null };
 
 /**
  * How many times an advance reads the run again after its write found the run moved since its read (by
@@ -412,16 +412,12 @@ async function decideAndWrite(
     );
     params.push(unstarted, unstarted);
   }
-  // One row per started result (none: one row of nulls) where the run's version held; no row where it did not.
-  const rows = await ADVANCE_WRITES.run<WrittenRow>(
+  // Where the run's version held, at least one row (one per started result, else one of nulls); else none.
+  const rows = await ADVANCE_WRITES.run<StartedRow>(
     db,
     // `started` returns an explicit column list, so `started.*` here cannot change under a cached plan.
     numbered(
-      `with ${parts.join(',\n')} ${
-        startedResults.length > 0
-          ? 'select started.*, run.id as run_id from run left join started on true'
-          : 'select run.id as run_id from run'
-      }`,
+      `with ${parts.join(',\n')} ${startedResults.length > 0 ? 'select started.* from run left join started on true' : 'select from run'}`,
     ),
     params,
   );
@@ -431,9 +427,9 @@ async function decideAndWrite(
   const stageNames = new Map(stages.map((stage) => [stage.id, stage.stage]));
   const started: StartedResult[] = [];
   for (const row of rows) {
-    // The row of nulls where nothing started; every other is one of startedResults, in one of this run's stages.
+    // The row of nulls where none started; every other is one of startedResults, in one of this run's stages.
     if (row.task_stage_id === null) continue;
-    const { task_stage_id: stageId, run_id: _runId, ...result } = row;
+    const { task_stage_id: stageId, ...result } = row;
     started.push({ stageId, row: { ...result, ...runFields, stage: stageNames.get(stageId) as RunStage }, issued: issued.get(result.id) });
   }
   return { started };

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createServer, type Server, type Socket } from 'node:net';
 import pg, { type Pool } from 'pg';
 import {
   GENERIC_INDEX_OPTIONS,
@@ -10,38 +9,7 @@ import {
   withGenericIndexOptions,
 } from '../src/db/prepared.ts';
 import { startHarness, type Harness } from '../../test/support/harness.ts';
-
-/** A PostgreSQL ErrorResponse message (`E`) with these fields (severity, SQLSTATE, message). */
-function errorResponse(code: string, message: string): Buffer {
-  const body = Buffer.from(`SFATAL\0VFATAL\0C${code}\0M${message}\0\0`, 'utf8');
-  const header = Buffer.alloc(5);
-  header.write('E', 0);
-  header.writeInt32BE(body.length + 4, 1);
-  return Buffer.concat([header, body]);
-}
-
-/** Stands in for a pooler that refuses a startup packet's `options` (PgBouncer in transaction mode, untracked settings). */
-async function startRefusingPooler(): Promise<{ port: number; startups: number; close: () => Promise<void> }> {
-  const sockets = new Set<Socket>();
-  const state = { port: 0, startups: 0 };
-  const server: Server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-    socket.once('data', () => {
-      state.startups += 1;
-      socket.end(errorResponse('08P01', 'unsupported startup parameter in options: enable_seqscan'));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  state.port = (server.address() as { port: number }).port;
-  return Object.assign(state, {
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        server.close(() => resolve());
-      }),
-  });
-}
+import { startStandInPooler } from '../../test/support/stand-in-pooler.ts';
 
 describe("the advances' pool settings", () => {
   it('adds its options to those a URL, the configuration or PGOPTIONS already give, and to nothing else', () => {
@@ -143,13 +111,14 @@ describe("the advances' pool, on real connections", () => {
   });
 
   it('gives way to the main pool where a pooler refuses its settings, and says so', async () => {
-    const pooler = await startRefusingPooler();
+    // A pooler with no server behind it: it refuses every startup.
+    const pooler = await startStandInPooler({ refuses: () => true });
     const refused = new pg.Pool({ connectionString: `postgres://postgres@127.0.0.1:${pooler.port}/app`, max: 1 });
     try {
       const refusals: unknown[] = [];
       const chosen = await genericIndexPoolOrBase(refused, 1, (error) => refusals.push(error));
       expect(chosen.pool).toBe(refused);
-      expect(pooler.startups).toBe(1);
+      expect([pooler.startups, pooler.refused]).toEqual([1, 1]);
       expect(refusals).toHaveLength(1);
       expect(refusals[0]).toMatchObject({ code: '08P01' });
       await chosen.end();

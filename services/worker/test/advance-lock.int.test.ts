@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { nativePool } from '@runtasks/shared';
 import { createRun, eventually } from '../../../test/support/fixtures.ts';
+import type { RunExecutor } from '../src/engine/executor.ts';
 import { startAdvanceFixture, type AdvanceFixture } from './support/advance-fixture.ts';
 
 interface Versions {
@@ -111,6 +112,36 @@ describe("an advance whose write waited for the run's lock", () => {
       { status: 'canceled', version: 2 },
     ]);
     expect(after.results).toEqual(Array.from({ length: 4 }, () => ({ status: 'canceled', version: 2, attempts: 0 })));
+  });
+
+  it('gives up after five reads where the run moved under every write, having written nothing, for the job to retry', async () => {
+    const runId = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    const before = await versionsOf(runId);
+    expect(before.run).toEqual({ status: 'pending', version: 1 });
+    const pool = await nativePool(fx.orm.em);
+    // Called between each read and its write (the run is pending: the advance plans it), this executor
+    // moves the run's version as another writer would, every time.
+    let plans = 0;
+    const moving: RunExecutor = {
+      plan: async (id) => {
+        plans += 1;
+        await pool.query('update runs set version = version + 1 where id = $1', [id]);
+      },
+      apply: async () => undefined,
+    };
+    await expect(fx.advance(runId, moving)).rejects.toThrow(`run ${runId} moved under 5 advances in a row; the job is retried`);
+    expect(plans).toBe(5);
+    // Only the other writer's five moves: no status, stage or result written by the advance.
+    const after = await versionsOf(runId);
+    expect(after).toEqual({ ...before, run: { status: 'pending', version: 6 } });
+    // The job's retry, with the run left alone, takes the steps once.
+    expect(await fx.advance(runId)).toHaveLength(2);
+    const advanced = await versionsOf(runId);
+    expect(advanced.run.status).toBe('post_plan_running');
+    expect(advanced.stages.map(({ stage, status }) => [stage, status])).toEqual([
+      ['post_plan', 'running'],
+      ['pre_apply', 'pending'],
+    ]);
   });
 
   it('ends the unstarted stages of a run that ended, without moving the run', async () => {

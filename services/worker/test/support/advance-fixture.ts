@@ -3,7 +3,7 @@ import { genericIndexPool, issueCallbackToken, nativePool, openOrm, resultDeadli
 import type { Pool } from 'pg';
 import { advanceRun, type StartedResult } from '../../src/engine/advance-run.ts';
 import { ATTEMPT_LEASE_MS } from '../../src/engine/dispatch.ts';
-import { immediateExecutor } from '../../src/engine/executor.ts';
+import { immediateExecutor, type RunExecutor } from '../../src/engine/executor.ts';
 import { attachTask, createTask, seedOrganization, type Fixture } from '../../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../../test/support/harness.ts';
 import { startScriptedServer, type ScriptedServer } from '../../../../test/support/scripted-server.ts';
@@ -16,8 +16,8 @@ export interface AdvanceFixture {
   h: Harness;
   orm: MikroORM;
   f: Fixture;
-  /** One advance of the run, as a job makes it. */
-  advance: (runId: string) => Promise<StartedResult[]>;
+  /** One advance of the run, as a job makes it (with the executor that completes plans and applies at once, unless given another). */
+  advance: (runId: string, executor?: RunExecutor) => Promise<StartedResult[]>;
   /** The advances' own pool (generic plans by index), as a worker's. */
   advancePool: Pool;
   close: () => Promise<void>;
@@ -45,8 +45,8 @@ export async function startAdvanceFixture(name: string, stages: readonly RunStag
     for (let index = 0; index < 2; index += 1)
       await attachTask(h, f, f.workspaceId, await createTask(h, f, taskServer.url), 'mandatory', [...stages]);
     const em = orm.em;
-    const advance = (runId: string): Promise<StartedResult[]> =>
-      advanceRun(em.fork(), pool, runId, immediateExecutor, {
+    const advance = (runId: string, executor: RunExecutor = immediateExecutor): Promise<StartedResult[]> =>
+      advanceRun(em.fork(), pool, runId, executor, {
         ...resultDeadlines(h.config),
         attemptLeaseSeconds: ATTEMPT_LEASE_MS / 1000,
         issueToken: (resultId) => issueCallbackToken(h.secrets, resultId),

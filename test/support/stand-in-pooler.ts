@@ -4,7 +4,7 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
 const SSL_REQUEST_CODE = 80877103;
 
 /** A PostgreSQL ErrorResponse message (`E`) with these fields (severity, SQLSTATE, message). */
-export function errorResponse(code: string, message: string): Buffer {
+function errorResponse(code: string, message: string): Buffer {
   const body = Buffer.from(`SFATAL\0VFATAL\0C${code}\0M${message}\0\0`, 'utf8');
   const header = Buffer.alloc(5);
   header.write('E', 0);
@@ -15,7 +15,7 @@ export function errorResponse(code: string, message: string): Buffer {
 export interface StandInPoolerOptions {
   /** Whether a startup packet (its parameters as text, `\0`-separated) is refused, as PgBouncer refuses `options` it does not track. */
   refuses: (startup: string) => boolean;
-  /** Where startups that are not refused go on to (a real PostgreSQL); without it, they are dropped. */
+  /** Where startups that are not refused go on to (a real PostgreSQL); without it, every startup is refused. */
   upstream?: { host: string; port: number };
 }
 
@@ -53,6 +53,7 @@ export async function startStandInPooler(options: StandInPoolerOptions): Promise
         // No TLS here: the client goes on in plain text with its startup packet.
         buffered = buffered.subarray(8);
         client.write('N');
+        if (buffered.length > 0) onData(Buffer.alloc(0));
         return;
       }
       client.off('data', onData);

@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { runBaseline } from './lib/baseline.ts';
 import { log, parseOptions } from './lib/env.ts';
 import { runLatency } from './lib/latency.ts';
-import { runPipeline, runWorkspaceGrowth, type PipelineConfig, type PipelineResult } from './lib/pipeline.ts';
+import { runPipeline, runPipelineBesideLean, runWorkspaceGrowth, type PipelineConfig, type PipelineResult } from './lib/pipeline.ts';
 import { killAll } from './lib/procs.ts';
 import { runReads } from './lib/reads.ts';
 import { collectMeta, markdown, writeResults, type Results } from './lib/report.ts';
@@ -58,22 +58,23 @@ await freshDatabase();
 const results: Results = { meta: undefined as unknown as Results['meta'] };
 results.baseline = await runBaseline(options);
 
-// The lean reference (bench/lean) runs beside each configuration it has an equivalent of, so both
-// see the same minutes of this machine.
+// The lean reference (bench/lean) runs beside each configuration it has an equivalent of, their
+// samples interleaved, so both see the same minutes of this machine.
 const lean = (tasks: number): PipelineConfig => ({
   ...config(`lean${tasks}`, `lean reference, 2 × ${tasks}, 1 worker`, tasks, 1),
   lean: true,
 });
 if (want('h1') || want('h4')) {
-  const t3 = await runPipeline(config('t3w1', '2 × 3, 1 worker', 3, 1), options);
-  const lean3 = await runPipeline(lean(3), options);
+  // Each configuration that the lean reference has an equivalent of is measured with it, their
+  // samples interleaved; H1's other configurations alone.
+  const withLean = async (ofService: PipelineConfig, tasks: number): Promise<{ project: PipelineResult; lean?: PipelineResult }> =>
+    want('h4') || tasks === 3 ? runPipelineBesideLean(ofService, lean(tasks), options) : { project: await runPipeline(ofService, options) };
+  const { project: t3, lean: lean3 } = await withLean(config('t3w1', '2 × 3, 1 worker', 3, 1), 3);
   const pipeline: PipelineResult[] = [t3];
   if (want('h1')) pipeline.push(await runPipeline(config('t3w2', '2 × 3, 2 workers', 3, 2), options));
-  const t1 = await runPipeline(config('t1w1', '2 × 1, 1 worker', 1, 1), options);
-  const lean1 = want('h4') ? await runPipeline(lean(1), options) : undefined;
-  const t10 = await runPipeline(config('t10w1', '2 × 10, 1 worker', 10, 1), options);
-  const lean10 = want('h4') ? await runPipeline(lean(10), options) : undefined;
-  results.lean = { pipeline: [lean3, ...(lean1 && lean10 ? [lean1, lean10] : [])] };
+  const { project: t1, lean: lean1 } = await withLean(config('t1w1', '2 × 1, 1 worker', 1, 1), 1);
+  const { project: t10, lean: lean10 } = await withLean(config('t10w1', '2 × 10, 1 worker', 10, 1), 10);
+  results.lean = { pipeline: [lean3, lean1, lean10].filter((result): result is PipelineResult => result !== undefined) };
   if (want('h1')) results.h1 = [...pipeline, t1, t10];
   if (want('h4')) {
     const workspaces = await runWorkspaceGrowth(

@@ -70,4 +70,35 @@ describe('the benchmark harness', () => {
     },
     120_000,
   );
+
+  it('measures the service and the lean reference in turn with both up at once, each sample on its own stack', async () => {
+    // As H1 interleaves them (runPipelineBesideLean): the idle stack's runs, task server and
+    // processes stay out of the other's sample.
+    const service = await Stack.start({ workers: 1 });
+    let lean: Awaited<ReturnType<typeof Stack.start>> | undefined;
+    try {
+      lean = await Stack.start({ workers: 1, lean: { tasks: TASKS } });
+      const serviceOrg = await seedPipelineOrg(service, 'harness-beside', TASKS, 1);
+      const turns = [
+        [service, serviceOrg],
+        [lean, leanOrg()],
+        [service, serviceOrg],
+        [lean, leanOrg()],
+      ] as const;
+      for (const [stack, org] of turns) {
+        const { sample, cpu } = await burstSample(stack, org, RUNS);
+        expect([sample.completed, sample.failed, sample.taskRequests, sample.callbacksOk, sample.badSignatures]).toEqual([
+          RUNS,
+          0,
+          RUNS * 2 * TASKS,
+          RUNS * 2 * TASKS,
+          0,
+        ]);
+        expect(cpu.processes.api + cpu.processes.worker + cpu.processes['task-server']).toBe(3);
+      }
+    } finally {
+      await lean?.stop();
+      await service.stop();
+    }
+  }, 180_000);
 });

@@ -176,7 +176,7 @@ async function warmUp(
   const warmupRuns = options.quick ? 40 : Math.round(1500 / config.tasks);
   const warm = await burstSample(stack, org, warmupRuns);
   log(
-    `  warm-up${config.workspaces > 1 ? ` (${config.workspaces.toLocaleString('en-US')} workspaces)` : ''}: ${describeSample(warm.sample)}`,
+    `  warm-up${config.workspaces > 1 ? ` (${config.workspaces.toLocaleString('en-US')} workspaces)` : config.lean ? ' (lean reference)' : ''}: ${describeSample(warm.sample)}`,
   );
   const rate = Number.isFinite(warm.sample.runsPerSecond) && warm.sample.runsPerSecond > 0 ? warm.sample.runsPerSecond : 20;
   return {
@@ -186,16 +186,21 @@ async function warmUp(
 }
 
 /** One sample; measured once more, the quieter kept, when the rest of the machine was busy. */
-async function measuredSample(stack: Stack, org: PipelineOrg, runs: number, options: Options, index: number): Promise<PipelineSample> {
+async function measuredSample(
+  stack: Stack,
+  org: PipelineOrg,
+  runs: number,
+  options: Options,
+  index: number,
+  label = org.workspaces.length > 1 ? ` (${org.workspaces.length.toLocaleString('en-US')} workspaces)` : '',
+): Promise<PipelineSample> {
   let { sample } = await burstSample(stack, org, runs);
   if (!options.quick && sample.foreignPercent > FOREIGN_RETRY_PERCENT) {
-    log(`  sample ${index + 1}: foreign CPU ${round(sample.foreignPercent, 0)} % > ${FOREIGN_RETRY_PERCENT} %: measuring it again`);
+    log(`  sample ${index + 1}${label}: foreign CPU ${round(sample.foreignPercent, 0)} % > ${FOREIGN_RETRY_PERCENT} %: measuring it again`);
     const again = (await burstSample(stack, org, runs)).sample;
     sample = again.foreignPercent < sample.foreignPercent ? { ...again, retried: true } : { ...sample, retried: true };
   }
-  log(
-    `  sample ${index + 1}${org.workspaces.length > 1 ? ` (${org.workspaces.length.toLocaleString('en-US')} workspaces)` : ''}: ${describeSample(sample)}`,
-  );
+  log(`  sample ${index + 1}${label}: ${describeSample(sample)}`);
   return sample;
 }
 
@@ -246,8 +251,8 @@ export async function runWorkspaceGrowth(
   }
 }
 
-export async function runPipeline(config: PipelineConfig, options: Options): Promise<PipelineResult> {
-  log(`${config.label}: starting API, ${config.workers} worker(s), task server, load generator`);
+/** A stack for `config` (the service, or the lean reference where `config.lean`), with what its load generator drives. */
+async function startConfigured(config: PipelineConfig, options: Options): Promise<{ stack: Stack; org: PipelineOrg }> {
   const stack = await Stack.start({
     workers: config.workers,
     profile: options.profile,
@@ -257,11 +262,57 @@ export async function runPipeline(config: PipelineConfig, options: Options): Pro
     const name = `b-${config.key}-${randomBytes(3).toString('hex')}`.toLowerCase();
     const org = config.lean ? leanOrg() : await seedPipelineOrg(stack, name, config.tasks, config.workspaces);
     if (!config.lean) log(`  seeded ${name}: ${config.tasks} tasks × 2 stages, ${org.workspaces.length} workspace(s)`);
+    return { stack, org };
+  } catch (error) {
+    await stack.stop();
+    throw error;
+  }
+}
+
+export async function runPipeline(config: PipelineConfig, options: Options): Promise<PipelineResult> {
+  log(`${config.label}: starting API, ${config.workers} worker(s), task server, load generator`);
+  const { stack, org } = await startConfigured(config, options);
+  try {
     const warm = await warmUp(stack, org, config, options);
     const samples: PipelineSample[] = [];
     for (let index = 0; index < 3; index += 1) samples.push(await measuredSample(stack, org, warm.runs, options, index));
     return pipelineResult(config, warm.result, samples);
   } finally {
     await stack.stop();
+  }
+}
+
+/**
+ * A configuration of the service and the lean reference's equivalent (`lean.lean`), both stacks up at
+ * once and their samples interleaved (service, lean, service, lean, …), so that the machine getting
+ * busier or quieter moves both alike: their ratio is what the targets are set in, and samples taken
+ * minutes apart moved it by a third on a noisy machine. The stack not being measured stands idle; its
+ * pollers' few statements count with the other's PostgreSQL, and its processes as foreign CPU.
+ */
+export async function runPipelineBesideLean(
+  config: PipelineConfig,
+  lean: PipelineConfig,
+  options: Options,
+): Promise<{ project: PipelineResult; lean: PipelineResult }> {
+  log(`${config.label}, interleaved with the ${lean.label}: starting both`);
+  const project = await startConfigured(config, options);
+  let reference: { stack: Stack; org: PipelineOrg } | undefined;
+  try {
+    reference = await startConfigured(lean, options);
+    const warmProject = await warmUp(project.stack, project.org, config, options);
+    const warmLean = await warmUp(reference.stack, reference.org, lean, options);
+    const projectSamples: PipelineSample[] = [];
+    const leanSamples: PipelineSample[] = [];
+    for (let index = 0; index < 3; index += 1) {
+      projectSamples.push(await measuredSample(project.stack, project.org, warmProject.runs, options, index));
+      leanSamples.push(await measuredSample(reference.stack, reference.org, warmLean.runs, options, index, ' (lean reference)'));
+    }
+    return {
+      project: pipelineResult(config, warmProject.result, projectSamples),
+      lean: pipelineResult(lean, warmLean.result, leanSamples),
+    };
+  } finally {
+    await reference?.stack.stop();
+    await project.stack.stop();
   }
 }

@@ -65,8 +65,7 @@ const lean = (tasks: number): PipelineConfig => ({
   lean: true,
 });
 if (want('h1') || want('h4')) {
-  // Each configuration that the lean reference has an equivalent of is measured with it, their
-  // samples interleaved; H1's other configurations alone.
+  // Alone: two workers, and T = 1 and 10 when H4 (whose slope compares them with the lean reference's) is not asked for.
   const withLean = async (ofService: PipelineConfig, tasks: number): Promise<{ project: PipelineResult; lean?: PipelineResult }> =>
     want('h4') || tasks === 3 ? runPipelineBesideLean(ofService, lean(tasks), options) : { project: await runPipeline(ofService, options) };
   const { project: t3, lean: lean3 } = await withLean(config('t3w1', '2 × 3, 1 worker', 3, 1), 3);

@@ -283,11 +283,12 @@ export async function runPipeline(config: PipelineConfig, options: Options): Pro
 }
 
 /**
- * A configuration of the service and the lean reference's equivalent (`lean.lean`), both stacks up at
- * once and their samples interleaved (service, lean, service, lean, …), so that the machine getting
- * busier or quieter moves both alike: their ratio is what the targets are set in, and samples taken
- * minutes apart moved it by a third on a noisy machine. The stack not being measured stands idle; its
- * pollers' few statements count with the other's PostgreSQL, and its processes as foreign CPU.
+ * A configuration of the service and the lean reference's equivalent (`lean`, whose `lean` is set),
+ * both stacks up at once and their samples interleaved (service, lean, service, lean, …), so that the
+ * machine getting busier or quieter moves both alike: their ratio is what the targets are set in, and
+ * on a noisy machine samples taken one configuration after the other moved it by a third. The stack not
+ * being measured stands idle; its pollers' few statements count with the other's PostgreSQL, and its
+ * processes as foreign CPU.
  */
 export async function runPipelineBesideLean(
   config: PipelineConfig,

@@ -382,7 +382,7 @@ export function markdown(results: Results): string {
         );
       if (lean3)
         out.push(
-          "The lean reference (`bench/lean`) rebuilds the one of shared/reference/performance.md (A6), from which the targets were set: Koa and raw `pg`, BullMQ at concurrency 50, one transaction to start a run, two statements per callback; no auth, no validation, no enforcement, no outbox, no retries or deadlines, no logging. It runs on the same harness, task server and load generator, up at the same time as the project's configuration of the same T, their samples interleaved (project, lean, project, …), so both see the same minutes of the machine.",
+          "The lean reference (`bench/lean`) rebuilds the one of shared/reference/performance.md (A6), from which the targets were set: Koa and raw `pg`, BullMQ at concurrency 50, one transaction to start a run, two statements per callback; no auth, no validation, no enforcement, no outbox, no retries or deadlines, no logging. It runs on the same harness, task server and load generator, up at the same time as the project's configuration of the same T, their samples interleaved (project, lean, project, …), so both see the same minutes of the machine; the stack not being measured stands idle, its processes counted as foreign CPU.",
           '',
         );
     }

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import type { Role } from './cpu.ts';
-import { ROOT, sleep, TMP_DIR } from './env.ts';
+import { ROOT, TMP_DIR } from './env.ts';
 
 /** A Node process the benchmark started; its output is kept (last lines) for when it fails. */
 export interface Managed {
@@ -106,7 +106,11 @@ export async function stopAll(processes: readonly Managed[], graceMs = 15_000): 
     processes.map(async (managed) => {
       if (managed.child.exitCode !== null || managed.child.signalCode !== null) return;
       managed.child.kill('SIGTERM');
-      const killed = await Promise.race([managed.exited.then(() => false), sleep(graceMs).then(() => true)]);
+      // Cleared once the process exits: a pending grace timer would keep the harness (or Jest) alive for it.
+      let timer: NodeJS.Timeout | undefined;
+      const graceOver = new Promise<true>((resolve) => (timer = setTimeout(() => resolve(true), graceMs)));
+      const killed = await Promise.race([managed.exited.then(() => false), graceOver]);
+      clearTimeout(timer);
       if (killed) {
         managed.child.kill('SIGKILL');
         await managed.exited;
@@ -117,17 +121,18 @@ export async function stopAll(processes: readonly Managed[], graceMs = 15_000): 
 
 /** The first IPC message with `ready: true` (the task server's and load generator's start signal). */
 export function readyMessage<T extends Record<string, unknown>>(managed: Managed, timeoutMs = 30_000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
   const ready = new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${managed.name} not ready within ${timeoutMs} ms`)), timeoutMs);
+    timer = setTimeout(() => reject(new Error(`${managed.name} not ready within ${timeoutMs} ms`)), timeoutMs);
     const onMessage = (message: T): void => {
       if (message['ready'] !== true) return;
-      clearTimeout(timer);
       managed.child.off('message', onMessage);
       resolve(message);
     };
     managed.child.on('message', onMessage);
   });
-  return whileAlive(managed, ready);
+  // Cleared however it ends (ready, timed out, or the process died first), so no timer outlives it.
+  return whileAlive(managed, ready).finally(() => clearTimeout(timer));
 }
 
 /** Fails with the process's last output if it exits before `ready` resolves. */

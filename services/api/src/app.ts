@@ -1,5 +1,4 @@
 import Router from '@koa/router';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { invalidParameter, notFound } from '@runtasks/shared';
 import Koa from 'koa';
 import { randomUUID } from 'node:crypto';
@@ -8,7 +7,7 @@ import { rateLimit } from './ops/rate-limit.ts';
 import { buildOpenApiDocument } from './openapi/document.ts';
 import { docsPage } from './openapi/docs-page.ts';
 import { authenticate, authenticateCallback, authenticateTokenOrTask } from './auth/authenticate.ts';
-import type { ApiContext, ApiContextExtras, ApiDeps, ApiOps, ApiState } from './context.ts';
+import { RequestState, type ApiContext, type ApiContextExtras, type ApiDeps, type ApiOps, type ApiState } from './context.ts';
 import { jsonBodyParser, requireJsonContentType } from './http/body.ts';
 import { errorHandler } from './http/errors.ts';
 import { API_PREFIX } from './http/jsonapi.ts';
@@ -29,11 +28,6 @@ async function rejectNul(ctx: ApiContext, next: Koa.Next): Promise<void> {
 
 function buildRouter(routes: readonly RouteDef[], ops: ApiOps): Router<ApiState, ApiContextExtras> {
   const router = new Router<ApiState, ApiContextExtras>({ prefix: API_PREFIX });
-  router.use(async (ctx, next) => {
-    let em: EntityManager | undefined;
-    Object.defineProperty(ctx.state, 'em', { get: () => (em ??= ctx.deps.orm.em.fork()), enumerable: true });
-    await next();
-  });
   // Authentication runs before the input is looked at: a 401 never depends on the body, the query or
   // the ids in the path (nor is an unauthenticated body parsed).
   const AUTH = { public: [], callback: [authenticateCallback], token: [authenticate], 'token-or-task': [authenticateTokenOrTask] } as const;
@@ -63,6 +57,7 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
   const router = buildRouter(routes, ops);
 
   app.use(async (ctx, next) => {
+    ctx.state = new RequestState(deps.orm);
     const incoming = ctx.get('x-request-id');
     ctx.state.requestId = REQUEST_ID.test(incoming) ? incoming : randomUUID();
     ctx.set('X-Request-Id', ctx.state.requestId);
@@ -74,10 +69,13 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
       // The route template, not the path: paths can carry capabilities (upload URLs) and ids explode labels.
       const route = (ctx as { _matchedRoute?: string })._matchedRoute ?? 'unmatched';
       ops.metrics.httpDuration.observe({ method: ctx.method, route, status: String(ctx.status) }, seconds);
-      deps.logger.info(
-        { requestId: ctx.state.requestId, method: ctx.method, route, status: ctx.status, ms: Math.round(seconds * 1000) },
-        'request',
-      );
+      // Checked first: at the production level the line is dropped, and so need not be built.
+      if (deps.logger.isLevelEnabled('info')) {
+        deps.logger.info(
+          { requestId: ctx.state.requestId, method: ctx.method, route, status: ctx.status, ms: Math.round(seconds * 1000) },
+          'request',
+        );
+      }
     }
   });
   app.use(errorHandler);

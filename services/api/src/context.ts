@@ -42,6 +42,29 @@ export interface ApiState {
   callbackAccess?: { resultId: string; tokenHash: string };
 }
 
+/**
+ * A request's state, made once per request by the app's first middleware. Its EntityManager is forked
+ * on first use, by a getter of the class: defining one on each request's state object cost every
+ * request, and most never use it.
+ */
+export class RequestState implements ApiState {
+  requestId = '';
+  // Set by authentication before any route handler runs; a route without it never reads it.
+  declare principal: Principal;
+  taskAccess?: TaskAccess;
+  callbackAccess?: { resultId: string; tokenHash: string };
+  #em: EntityManager | undefined;
+  readonly #orm: MikroORM;
+
+  constructor(orm: MikroORM) {
+    this.#orm = orm;
+  }
+
+  get em(): EntityManager {
+    return (this.#em ??= this.#orm.em.fork());
+  }
+}
+
 /** What a task result's access token grants: its own callback and its run's plan JSON, while it lives. */
 export interface TaskAccess {
   resultId: string;

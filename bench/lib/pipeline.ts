@@ -166,6 +166,12 @@ export function describeSample(sample: PipelineSample): string {
 /** Foreign CPU above this (percent of one core) makes a sample be measured again, once. */
 export const FOREIGN_RETRY_PERCENT = 10;
 
+/** How the log names a configuration's samples beside another's: its workspaces, or the lean reference. */
+function sampleLabel(config: PipelineConfig): string {
+  if (config.workspaces > 1) return ` (${config.workspaces.toLocaleString('en-US')} workspaces)`;
+  return config.lean ? ' (lean reference)' : '';
+}
+
 /** A warm-up burst; sizes the samples after it to about 12 s of runs at the warm-up's rate. */
 async function warmUp(
   stack: Stack,
@@ -175,9 +181,7 @@ async function warmUp(
 ): Promise<{ result: PipelineResult['warmup']; runs: number }> {
   const warmupRuns = options.quick ? 40 : Math.round(1500 / config.tasks);
   const warm = await burstSample(stack, org, warmupRuns);
-  log(
-    `  warm-up${config.workspaces > 1 ? ` (${config.workspaces.toLocaleString('en-US')} workspaces)` : config.lean ? ' (lean reference)' : ''}: ${describeSample(warm.sample)}`,
-  );
+  log(`  warm-up${sampleLabel(config)}: ${describeSample(warm.sample)}`);
   const rate = Number.isFinite(warm.sample.runsPerSecond) && warm.sample.runsPerSecond > 0 ? warm.sample.runsPerSecond : 20;
   return {
     result: { runs: warm.sample.runs, runsPerSecond: warm.sample.runsPerSecond, seconds: warm.sample.seconds },
@@ -189,11 +193,12 @@ async function warmUp(
 async function measuredSample(
   stack: Stack,
   org: PipelineOrg,
+  config: PipelineConfig,
   runs: number,
   options: Options,
   index: number,
-  label = org.workspaces.length > 1 ? ` (${org.workspaces.length.toLocaleString('en-US')} workspaces)` : '',
 ): Promise<PipelineSample> {
+  const label = sampleLabel(config);
   let { sample } = await burstSample(stack, org, runs);
   if (!options.quick && sample.foreignPercent > FOREIGN_RETRY_PERCENT) {
     log(`  sample ${index + 1}${label}: foreign CPU ${round(sample.foreignPercent, 0)} % > ${FOREIGN_RETRY_PERCENT} %: measuring it again`);
@@ -242,8 +247,8 @@ export async function runWorkspaceGrowth(
     const samplesOne: PipelineSample[] = [];
     const samplesMany: PipelineSample[] = [];
     for (let index = 0; index < 3; index += 1) {
-      samplesOne.push(await measuredSample(stack, orgOne, runs, options, index));
-      samplesMany.push(await measuredSample(stack, orgMany, runs, options, index));
+      samplesOne.push(await measuredSample(stack, orgOne, one, runs, options, index));
+      samplesMany.push(await measuredSample(stack, orgMany, many, runs, options, index));
     }
     return { one: pipelineResult(one, warmOne.result, samplesOne), many: pipelineResult(many, warmMany.result, samplesMany) };
   } finally {
@@ -275,7 +280,7 @@ export async function runPipeline(config: PipelineConfig, options: Options): Pro
   try {
     const warm = await warmUp(stack, org, config, options);
     const samples: PipelineSample[] = [];
-    for (let index = 0; index < 3; index += 1) samples.push(await measuredSample(stack, org, warm.runs, options, index));
+    for (let index = 0; index < 3; index += 1) samples.push(await measuredSample(stack, org, config, warm.runs, options, index));
     return pipelineResult(config, warm.result, samples);
   } finally {
     await stack.stop();
@@ -305,8 +310,8 @@ export async function runPipelineBesideLean(
     const projectSamples: PipelineSample[] = [];
     const leanSamples: PipelineSample[] = [];
     for (let index = 0; index < 3; index += 1) {
-      projectSamples.push(await measuredSample(project.stack, project.org, warmProject.runs, options, index));
-      leanSamples.push(await measuredSample(reference.stack, reference.org, warmLean.runs, options, index, ' (lean reference)'));
+      projectSamples.push(await measuredSample(project.stack, project.org, config, warmProject.runs, options, index));
+      leanSamples.push(await measuredSample(reference.stack, reference.org, lean, warmLean.runs, options, index));
     }
     return {
       project: pipelineResult(config, warmProject.result, projectSamples),

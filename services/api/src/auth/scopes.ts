@@ -47,20 +47,38 @@ export function canCreateWorkspaces(principal: Principal, organizationId: string
   return principal.kind === 'organization' || principal.manageWorkspaces;
 }
 
+/** Where a raw statement finds the workspace's organization and id: the workspace row itself, or a copy. */
+export interface WorkspaceColumns {
+  organizationId: string;
+  workspaceId: string;
+}
+
+export const WORKSPACE_ROW: WorkspaceColumns = { organizationId: 'w.organization_id', workspaceId: 'w.id' };
+/**
+ * A run's copies of its workspace's organization and id (alias `r`), written at creation; a workspace
+ * never changes organization, so a statement that starts from a run needs no join to its workspace.
+ */
+export const RUN_ROW: WorkspaceColumns = { organizationId: 'r.organization_id', workspaceId: 'r.workspace_id' };
+
 /**
  * `workspaceScope(principal, need)` for the raw paths, as one fixed SQL condition (so the statement can
- * be prepared) over the workspace alias `w`, with two parameters from `readableWorkspaceParams`: the
+ * be prepared) over the workspace's `columns`, with two parameters from `readableWorkspaceParams`: the
  * organization (null: any, the site admin) and the team whose access the workspace needs (null: none
  * needed), with the access TEAM_ACCESS_FOR asks of the team for `need` (any access reads runs).
  */
-export const workspaceAccessSql = (organizationParam: number, teamParam: number, need: 'runs:read' | 'runs:plan' = 'runs:read'): string =>
-  `($${organizationParam}::text is null or w.organization_id = $${organizationParam})
-   and ($${teamParam}::text is null or exists (select 1 from team_workspaces ta where ta.workspace_id = w.id and ta.team_id = $${teamParam}${
+export const workspaceAccessSql = (
+  columns: WorkspaceColumns,
+  organizationParam: number,
+  teamParam: number,
+  need: 'runs:read' | 'runs:plan' = 'runs:read',
+): string =>
+  `($${organizationParam}::text is null or ${columns.organizationId} = $${organizationParam})
+   and ($${teamParam}::text is null or exists (select 1 from team_workspaces ta where ta.workspace_id = ${columns.workspaceId} and ta.team_id = $${teamParam}${
      need === 'runs:plan' ? ` and ta.runs in ('plan', 'apply')` : ''
    }))`;
 
-export const readableWorkspaceSql = (organizationParam: number, teamParam: number): string =>
-  workspaceAccessSql(organizationParam, teamParam, 'runs:read');
+export const readableWorkspaceSql = (columns: WorkspaceColumns, organizationParam: number, teamParam: number): string =>
+  workspaceAccessSql(columns, organizationParam, teamParam, 'runs:read');
 
 export function readableWorkspaceParams(principal: Principal): [string | null, string | null] {
   if (principal.kind === 'admin') return [null, null];

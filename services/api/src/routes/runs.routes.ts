@@ -17,7 +17,7 @@ import {
 } from '@runtasks/shared';
 import { z } from 'zod';
 import type { Principal } from '../auth/principal.ts';
-import { readableWorkspaceParams, workspaceAccessSql, workspaceScope, type WorkspaceNeed } from '../auth/scopes.ts';
+import { readableWorkspaceParams, workspaceAccessSql, workspaceScope, WORKSPACE_ROW, type WorkspaceNeed } from '../auth/scopes.ts';
 import { poolOf, type ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
@@ -160,7 +160,7 @@ const PLANNABLE_WORKSPACE = prepared(
      from workspaces w join organizations o on o.id = w.organization_id
     cross join lateral (select o.edition = 'standard' and o.global_run_tasks_enabled as global_entitled) entitlement
      left join lateral (${plannableTasksUnion('w.id', 'o.id', 'entitlement.global_entitled')}) t on true
-    where w.id = $1 and ${workspaceAccessSql(2, 3, 'runs:plan')}
+    where w.id = $1 and ${workspaceAccessSql(WORKSPACE_ROW, 2, 3, 'runs:plan')}
     order by t.source, t.at, t.tiebreak`,
 );
 

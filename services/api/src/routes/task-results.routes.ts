@@ -1,6 +1,6 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { DeliveryAttempt, notFound, prepared, runPrepared, TaskResult, TaskResultOutcome } from '@runtasks/shared';
-import { readableWorkspaceParams, readableWorkspaceSql, workspaceScope, type ScopeFilter } from '../auth/scopes.ts';
+import { readableWorkspaceParams, readableWorkspaceSql, RUN_ROW, workspaceScope, type ScopeFilter } from '../auth/scopes.ts';
 import { poolOf, type ApiContext } from '../context.ts';
 import { single } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
@@ -28,8 +28,7 @@ const READABLE_RESULT = prepared(
      from task_results tr
      join task_stages ts on ts.id = tr.task_stage_id
      join runs r on r.id = ts.run_id
-     join workspaces w on w.id = r.workspace_id
-    where tr.id = $1 and ${readableWorkspaceSql(2, 3)}`,
+    where tr.id = $1 and ${readableWorkspaceSql(RUN_ROW, 2, 3)}`,
 );
 
 async function show(ctx: ApiContext): Promise<void> {

@@ -12,7 +12,7 @@ import {
   TaskStage,
 } from '@runtasks/shared';
 import { z } from 'zod';
-import { readableWorkspaceParams, readableWorkspaceSql, workspaceScope } from '../auth/scopes.ts';
+import { readableWorkspaceParams, readableWorkspaceSql, RUN_ROW, workspaceScope } from '../auth/scopes.ts';
 import { poolOf, type ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
@@ -88,9 +88,8 @@ const READABLE_RUN_STAGES = prepared(
   `select r.organization_id, ts.id, ts.run_id, ts.stage, ts.status, ts.status_timestamps, ts.created_at, ts.updated_at,
           array(select tr.id from task_results tr where tr.task_stage_id = ts.id order by tr.created_at, tr.id)::text[] as result_ids
      from runs r
-     join workspaces w on w.id = r.workspace_id
      left join task_stages ts on ts.run_id = r.id
-    where r.id = $1 and ${readableWorkspaceSql(2, 3)}`,
+    where r.id = $1 and ${readableWorkspaceSql(RUN_ROW, 2, 3)}`,
 );
 
 type RunStageRow = { organization_id: string; result_ids: string[] } & (TaskStageRow | Absent<TaskStageRow>);

@@ -1,4 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
+import fc from 'fast-check';
 import { ApiError } from '@runtasks/shared';
 import type { Resource } from './jsonapi.ts';
 import { collection, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, paginationMeta, parsePage } from './pagination.ts';
@@ -200,5 +201,86 @@ describe('collection', () => {
       { id: 'ws-1', type: 'organizations', attributes: {} },
     ]);
     expect(document.included).toEqual([ws, { id: 'ws-1', type: 'organizations', attributes: {} }]);
+  });
+});
+
+describe('collection links', () => {
+  /** What the links are defined as: the request's URL with both page parameters set, one URL per link. */
+  function referenceLink(requestUrl: URL, number: number | null, size: number): string | null {
+    if (number === null) return null;
+    const url = new URL(requestUrl);
+    url.searchParams.set('page[number]', String(number));
+    url.searchParams.set('page[size]', String(size));
+    return url.toString();
+  }
+
+  const QUERY_PARTS = [
+    'page[number]=2',
+    'page%5Bnumber%5D=7',
+    'page[number]=',
+    'page[size]=5',
+    'page%5Bsize%5D=100',
+    'include=run,workspace',
+    'include=task_stages.task-results',
+    'filter[name]=a b',
+    'q=a+b',
+    'x=%zz',
+    'x=%E2%82%AC',
+    'emoji=☃',
+    '=',
+    'flag',
+    '',
+    'page[number]=1&page[number]=3',
+    'a=1&b=2&a=3',
+  ];
+  const BASES = [
+    'http://runtasks.test/api/v2/runs',
+    'https://runtasks.example:8443/prefix/api/v2/organizations/acme/tasks',
+    'http://127.0.0.1:3000/api/v2/runs/run-1/task-stages',
+  ];
+
+  it('are the request URL with page[number] and page[size] set, for any query (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...BASES),
+        fc.array(fc.oneof(fc.constantFrom(...QUERY_PARTS), fc.string({ maxLength: 6 })), { maxLength: 6 }),
+        fc.constantFrom('', '#', '#frag?x=1'),
+        fc.integer({ min: 1, max: 100 }),
+        fc.integer({ min: 1, max: 50 }),
+        fc.integer({ min: 0, max: 5000 }),
+        (base, parts, fragment, size, number, total) => {
+          const requestUrl = new URL(`${base}${parts.length > 0 ? `?${parts.join('&')}` : ''}${fragment}`);
+          const page = { number, size, offset: (number - 1) * size };
+          const document = collection([], page, total, requestUrl);
+          const meta = paginationMeta(page, total);
+          expect(document.links).toEqual({
+            self: referenceLink(requestUrl, meta['current-page'], size),
+            first: referenceLink(requestUrl, 1, size),
+            prev: referenceLink(requestUrl, meta['prev-page'], size),
+            next: referenceLink(requestUrl, meta['next-page'], size),
+            last: referenceLink(requestUrl, meta['total-pages'], size),
+          });
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
+  it.each([
+    ['no query', 'http://runtasks.test/api/v2/runs', 'http://runtasks.test/api/v2/runs?page%5Bnumber%5D=2&page%5Bsize%5D=10'],
+    ['an empty query', 'http://runtasks.test/api/v2/runs?', 'http://runtasks.test/api/v2/runs?page%5Bnumber%5D=2&page%5Bsize%5D=10'],
+    [
+      'page parameters in place, others kept in order',
+      'http://runtasks.test/api/v2/runs?include=run&page%5Bsize%5D=3&page%5Bnumber%5D=9&z=1',
+      'http://runtasks.test/api/v2/runs?include=run&page%5Bsize%5D=10&page%5Bnumber%5D=2&z=1',
+    ],
+    [
+      'a repeated page number once, where it first stood',
+      'http://runtasks.test/api/v2/runs?page[number]=1&a=b&page[number]=3',
+      'http://runtasks.test/api/v2/runs?page%5Bnumber%5D=2&a=b&page%5Bsize%5D=10',
+    ],
+  ])('next link with %s', (_name, url, next) => {
+    const document = collection([], { number: 1, size: 10, offset: 0 }, 25, new URL(url));
+    expect(document.links?.['next']).toBe(next);
   });
 });

@@ -41,14 +41,28 @@ export function paginationMeta(page: Page, totalCount: number): PaginationMeta {
   };
 }
 
-/** Absolute links that keep the request's other parameters (include, filter) intact. */
+/**
+ * Absolute links that keep the request's other parameters (include, filter) intact: the request's URL
+ * with `page[number]` and `page[size]` set as URLSearchParams#set sets them (in place, else appended).
+ * Five links differ only in the page number, so the query around it is serialized once, not per link.
+ */
 function pageLinks(requestUrl: URL, meta: PaginationMeta): Record<string, string | null> {
+  const params = new URLSearchParams(requestUrl.search);
+  params.set('page[number]', '1');
+  params.set('page[size]', String(meta['page-size']));
+  const entries = [...params];
+  const numberAt = entries.findIndex(([name]) => name === 'page[number]');
+  const before = new URLSearchParams(entries.slice(0, numberAt)).toString();
+  const after = new URLSearchParams(entries.slice(numberAt + 1)).toString();
+  // Neither `?` nor `#` can stand unescaped in the origin or the path: the first of them ends both.
+  const href = requestUrl.href;
+  const pathEnd = href.search(/[?#]/);
+  const base = pathEnd === -1 ? href : href.slice(0, pathEnd);
+  const fragment = href.includes('#') ? href.slice(href.indexOf('#')) : '';
   const at = (number: number | null): string | null => {
     if (number === null) return null;
-    const url = new URL(requestUrl);
-    url.searchParams.set('page[number]', String(number));
-    url.searchParams.set('page[size]', String(meta['page-size']));
-    return url.toString();
+    const query = [before, `page%5Bnumber%5D=${number}`, after].filter((part) => part !== '').join('&');
+    return `${base}?${query}${fragment}`;
   };
   return {
     self: at(meta['current-page']),

@@ -58,7 +58,8 @@ function pageLinks(requestUrl: URL, meta: PaginationMeta): Record<string, string
   const href = requestUrl.href;
   const pathEnd = href.search(/[?#]/);
   const base = pathEnd === -1 ? href : href.slice(0, pathEnd);
-  const fragment = href.includes('#') ? href.slice(href.indexOf('#')) : '';
+  const hashAt = href.indexOf('#');
+  const fragment = hashAt === -1 ? '' : href.slice(hashAt);
   const at = (number: number | null): string | null => {
     if (number === null) return null;
     const query = [before, `page%5Bnumber%5D=${number}`, after].filter((part) => part !== '').join('&');

@@ -44,8 +44,34 @@ export const toMany = (type: string, ids: readonly string[]): Relationship => ({
   data: ids.map((id) => ({ id, type })),
 });
 
+/** A moment: a `Date`, or a timestamptz as PostgreSQL prints it to the raw read paths (rows.ts). */
+export type Instant = Date | string;
+
+/** A view's creation and last update, from an entity or a raw row. */
+export interface Timestamps {
+  createdAt: Instant;
+  updatedAt: Instant;
+}
+
+/** PostgreSQL's text of a timestamptz in UTC (DateStyle ISO): the date, the time, up to six decimals. */
+const POSTGRES_UTC = /^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?\+00$/;
+
+/**
+ * What `new Date(text).toISOString()` gives (milliseconds truncated), without making a Date: a list's
+ * page has two timestamps per row. Any other text (another zone, a year past 9999) goes through Date.
+ */
+export function isoFromPostgres(text: string): string {
+  const parts = POSTGRES_UTC.exec(text);
+  if (!parts) return new Date(text).toISOString();
+  const milliseconds = (parts[3] ?? '').slice(0, 3).padEnd(3, '0');
+  return `${parts[1]}T${parts[2]}.${milliseconds}Z`;
+}
+
 /** `…Z` with milliseconds: go-tfe's iso8601 layout requires the literal Z. */
-export const timestamp = (date: Date | null | undefined): string | null => (date ? date.toISOString() : null);
+export const timestamp = (instant: Instant | null | undefined): string | null => {
+  if (instant === null || instant === undefined) return null;
+  return typeof instant === 'string' ? isoFromPostgres(instant) : instant.toISOString();
+};
 
 export const selfLink = (path: string): { self: string } => ({ self: `${API_PREFIX}${path}` });
 

@@ -3,7 +3,8 @@ import type { TaskStageView, TaskResultView } from './task-stage.serializer.ts';
 
 /**
  * Rows of the raw read paths as the views the serializers take, without the ORM's hydration. The
- * driver hands timestamps over as PostgreSQL prints them (MikroORM's type parsers keep them text).
+ * driver hands timestamps over as PostgreSQL prints them (MikroORM's type parsers keep them text), and
+ * they stay text until the serializer prints them (`timestamp` in jsonapi.ts), no Date made on the way.
  */
 
 /** The task_results columns `taskResultFromRow` reads, for a select list (`prefix.` each). */
@@ -50,8 +51,6 @@ export type Absent<T> = { [K in keyof T]: null };
 
 export const columnList = (columns: readonly string[], alias: string): string => columns.map((column) => `${alias}.${column}`).join(', ');
 
-const toDate = (value: string | Date): Date => (value instanceof Date ? value : new Date(value));
-
 export function taskResultFromRow(row: TaskResultRow): TaskResultView {
   return {
     id: row.id,
@@ -68,8 +67,8 @@ export function taskResultFromRow(row: TaskResultRow): TaskResultView {
     message: row.message,
     url: row.url,
     outcomesCount: row.outcomes_count,
-    createdAt: toDate(row.created_at),
-    updatedAt: toDate(row.updated_at),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
   };
 }
 
@@ -90,8 +89,8 @@ export function taskStageFromRow(row: TaskStageRow): TaskStageView {
     stage: row.stage,
     status: row.status,
     statusTimestamps: row.status_timestamps,
-    createdAt: toDate(row.created_at),
-    updatedAt: toDate(row.updated_at),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
   };
 }
 
@@ -120,7 +119,7 @@ export function runTaskFromRow(row: RunTaskRow): RunTaskFields {
     globalEnabled: row.global_enabled,
     globalStages: row.global_stages,
     globalEnforcementLevel: row.global_enforcement_level,
-    createdAt: toDate(row.created_at),
-    updatedAt: toDate(row.updated_at),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
   };
 }

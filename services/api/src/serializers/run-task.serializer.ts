@@ -1,5 +1,5 @@
 import type { DeliveryAttempt, RunTask, TaskResultOutcome, WorkspaceTask } from '@runtasks/shared';
-import { selfLink, timestamp, toMany, toOne, type Resource } from '../http/jsonapi.ts';
+import { selfLink, timestamp, toMany, toOne, type Resource, type Timestamps } from '../http/jsonapi.ts';
 
 export interface RunTaskView {
   organizationName: string;
@@ -11,18 +11,9 @@ export interface RunTaskView {
 /** What a task's document is made of: the entity, or a row read by a raw query (rows.ts). */
 export type RunTaskFields = Pick<
   RunTask,
-  | 'id'
-  | 'name'
-  | 'url'
-  | 'description'
-  | 'category'
-  | 'enabled'
-  | 'createdAt'
-  | 'updatedAt'
-  | 'globalEnabled'
-  | 'globalStages'
-  | 'globalEnforcementLevel'
->;
+  'id' | 'name' | 'url' | 'description' | 'category' | 'enabled' | 'globalEnabled' | 'globalStages' | 'globalEnforcementLevel'
+> &
+  Timestamps;
 
 export function serializeRunTask(task: RunTaskFields, view: RunTaskView): Resource {
   const attributes: Record<string, unknown> = {

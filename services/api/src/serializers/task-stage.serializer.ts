@@ -1,10 +1,11 @@
 import type { TaskResult, TaskStage } from '@runtasks/shared';
-import { selfLink, timestamp, toMany, toOne, type Resource } from '../http/jsonapi.ts';
+import { selfLink, timestamp, toMany, toOne, type Resource, type Timestamps } from '../http/jsonapi.ts';
 
 /** What a stage's document is made of: the entity, or a row read by a raw query (rows.ts). */
-export type TaskStageView = Pick<TaskStage, 'id' | 'status' | 'stage' | 'statusTimestamps' | 'createdAt' | 'updatedAt'> & {
-  run: { id: string };
-};
+export type TaskStageView = Pick<TaskStage, 'id' | 'status' | 'stage' | 'statusTimestamps'> &
+  Timestamps & {
+    run: { id: string };
+  };
 
 /** What a result's document is made of: the entity, or a row read by a raw query (rows.ts). */
 export type TaskResultView = Pick<
@@ -14,8 +15,6 @@ export type TaskResultView = Pick<
   | 'status'
   | 'statusTimestamps'
   | 'url'
-  | 'createdAt'
-  | 'updatedAt'
   | 'taskId'
   | 'taskName'
   | 'taskUrl'
@@ -24,7 +23,8 @@ export type TaskResultView = Pick<
   | 'workspaceTaskId'
   | 'enforcementLevel'
   | 'outcomesCount'
-> & { taskStage: { id: string } };
+> &
+  Timestamps & { taskStage: { id: string } };
 
 export interface TaskStagePermissions {
   canOverrideTasks: boolean;

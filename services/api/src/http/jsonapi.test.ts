@@ -6,15 +6,15 @@ import { isoFromPostgres, timestamp } from './jsonapi.ts';
 function postgresText(epochMicroseconds: number): string {
   const date = new Date(Math.floor(epochMicroseconds / 1000));
   const [day, time] = date.toISOString().slice(0, 19).split('T');
-  const fraction = String(epochMicroseconds % 1_000_000)
+  const fraction = String(((epochMicroseconds % 1_000_000) + 1_000_000) % 1_000_000)
     .padStart(6, '0')
     .replace(/0+$/, '');
   return `${day} ${time}${fraction === '' ? '' : `.${fraction}`}+00`;
 }
 
 describe('isoFromPostgres', () => {
-  it('is what new Date(text).toISOString() gives, for any UTC timestamp PostgreSQL prints (property)', () => {
-    const from = Date.UTC(1970, 0, 1) * 1000;
+  it('is what new Date(text).toISOString() gives, for any UTC timestamp PostgreSQL prints from year 100 on (property)', () => {
+    const from = Date.UTC(100, 0, 1) * 1000;
     const to = Date.UTC(9999, 11, 31, 23, 59, 59) * 1000;
     fc.assert(
       fc.property(fc.integer({ min: from, max: to }), (epochMicroseconds) => {
@@ -37,6 +37,10 @@ describe('isoFromPostgres', () => {
   ])('%s → %s', (text, iso) => {
     expect(isoFromPostgres(text)).toBe(iso);
     expect(new Date(text).toISOString()).toBe(iso);
+  });
+
+  it('reads a year before 100 as written, where a Date takes it for the 20th century', () => {
+    expect(isoFromPostgres('0050-03-04 05:06:07.891+00')).toBe('0050-03-04T05:06:07.891Z');
   });
 
   it('text that is no timestamp throws, as a Date of it would', () => {

@@ -57,8 +57,9 @@ export interface Timestamps {
 const POSTGRES_UTC = /^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?\+00$/;
 
 /**
- * What `new Date(text).toISOString()` gives (milliseconds truncated), without making a Date: a list's
- * page has two timestamps per row. Any other text (another zone, a year past 9999) goes through Date.
+ * The ISO text of PostgreSQL's, as `new Date(text).toISOString()` gives it (milliseconds truncated) for
+ * any year from 100 on, without making a Date: a list's page has two timestamps per row. Any other text
+ * (another zone, a year past 9999, BC) goes through Date.
  */
 export function isoFromPostgres(text: string): string {
   const parts = POSTGRES_UTC.exec(text);

@@ -1,5 +1,6 @@
 import type { RunTaskFields } from './run-task.serializer.ts';
 import type { TaskStageView, TaskResultView } from './task-stage.serializer.ts';
+import type { Instant } from '../http/jsonapi.ts';
 
 /**
  * Rows of the raw read paths as the views the serializers take, without the ORM's hydration. The
@@ -42,8 +43,8 @@ export type TaskResultRow = {
   message: string | null;
   url: string | null;
   outcomes_count: number;
-  created_at: string | Date;
-  updated_at: string | Date;
+  created_at: Instant;
+  updated_at: Instant;
 };
 
 /** A row of a left join that found nothing: every column of `T` null. */
@@ -78,8 +79,8 @@ export interface TaskStageRow {
   stage: TaskStageView['stage'];
   status: TaskStageView['status'];
   status_timestamps: TaskStageView['statusTimestamps'];
-  created_at: string | Date;
-  updated_at: string | Date;
+  created_at: Instant;
+  updated_at: Instant;
 }
 
 export function taskStageFromRow(row: TaskStageRow): TaskStageView {
@@ -104,8 +105,8 @@ export interface RunTaskRow {
   global_enabled: boolean;
   global_stages: RunTaskFields['globalStages'];
   global_enforcement_level: RunTaskFields['globalEnforcementLevel'];
-  created_at: string | Date;
-  updated_at: string | Date;
+  created_at: Instant;
+  updated_at: Instant;
 }
 
 export function runTaskFromRow(row: RunTaskRow): RunTaskFields {

@@ -1,5 +1,6 @@
 import { CALLBACK_TOKEN_PREFIX, conflict, isPlausibleToken, prepared, runPrepared, unauthorized, type Queryable } from '@runtasks/shared';
 import type { Next } from 'koa';
+import { hash } from 'node:crypto';
 import { poolOf, type ApiContext } from '../context.ts';
 import type { Principal } from './principal.ts';
 import type { KnownToken } from './principal-memo.ts';
@@ -65,20 +66,28 @@ async function lookUpToken(pool: Queryable, tokenHash: string): Promise<KnownTok
 }
 
 /**
+ * What the principal cache files a token under: its plain SHA-256, so the cache holds no token. Not the
+ * keyed hash the database stores, which costs six times as much (1.2 against 0.2 µs here) and is needed
+ * only on a miss. A token is 256 random bits: its digest cannot be turned back into it, and matches no
+ * stored row.
+ */
+export const principalMemoKey = (token: string): string => hash('sha256', token, 'base64');
+
+/**
  * Resolves the bearer token to a principal: from this process's cache when it has one (see
  * PrincipalCache for why that cannot outlive a revocation), else in one query. Every failure is the same 401.
  */
 export async function authenticate(ctx: ApiContext, next: Next): Promise<void> {
   const token = bearerToken(ctx.get('authorization') || undefined);
   if (!token || !isPlausibleToken(token)) throw unauthorized();
-  const tokenHash = ctx.deps.secrets.hashToken(token);
   const cache = ctx.deps.ops?.principalCache;
-  let known = cache?.recall(tokenHash);
+  const memoKey = principalMemoKey(token);
+  let known = cache?.recall(memoKey);
   if (!known) {
     const epoch = cache?.epoch ?? 0;
-    known = await lookUpToken(await poolOf(ctx), tokenHash);
+    known = await lookUpToken(await poolOf(ctx), ctx.deps.secrets.hashToken(token));
     if (!known) throw unauthorized();
-    cache?.remember(tokenHash, known, epoch);
+    cache?.remember(memoKey, known, epoch);
   }
   ctx.state.principal = known.principal;
   if (!known.lastUsedAt || Date.now() - known.lastUsedAt.getTime() > LAST_USED_RESOLUTION_MS) {

@@ -84,12 +84,12 @@ export class PrincipalCache {
     return this.memo.epoch;
   }
 
-  recall(tokenHash: string): KnownToken | undefined {
-    return this.trusted ? this.memo.recall(tokenHash) : undefined;
+  recall(key: string): KnownToken | undefined {
+    return this.trusted ? this.memo.recall(key) : undefined;
   }
 
-  remember(tokenHash: string, token: KnownToken, epoch: number): void {
-    if (this.trusted) this.memo.remember(tokenHash, token, epoch);
+  remember(key: string, token: KnownToken, epoch: number): void {
+    if (this.trusted) this.memo.remember(key, token, epoch);
   }
 
   /** This process changed tokens or teams: it need not wait for its own notification. */

@@ -27,7 +27,7 @@ function memo(ttlMs = 10_000, maxEntries = 100): { memo: PrincipalMemo; at: (ms:
 }
 
 describe('PrincipalMemo', () => {
-  it('recalls what it remembered, by token hash', () => {
+  it('recalls what it remembered, by key', () => {
     const { memo: m } = memo();
     expect(m.remember('hash-a', known('a'), m.epoch)).toBe(true);
     expect(m.recall('hash-a')?.tokenId).toBe('a');

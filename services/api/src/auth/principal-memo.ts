@@ -20,10 +20,10 @@ export interface PrincipalMemoOptions {
 }
 
 /**
- * Principals by token hash, for at most `ttlMs`. It knows nothing of the database: its owner says
- * when to forget everything (`forgetAll`). A lookup that began before the last `forgetAll` may not be
- * remembered (`remember` takes the `epoch` read before the lookup), or a revocation that raced it
- * would be undone by a row read before the revocation committed.
+ * Principals by a key made of their token (`principalMemoKey`), for at most `ttlMs`. It knows nothing
+ * of the database: its owner says when to forget everything (`forgetAll`). A lookup that began before
+ * the last `forgetAll` may not be remembered (`remember` takes the `epoch` read before the lookup), or
+ * a revocation that raced it would be undone by a row read before the revocation committed.
  */
 export class PrincipalMemo {
   private readonly entries = new Map<string, { token: KnownToken; storedAt: number }>();
@@ -42,29 +42,29 @@ export class PrincipalMemo {
     return this.entries.size;
   }
 
-  recall(tokenHash: string): KnownToken | undefined {
-    const entry = this.entries.get(tokenHash);
+  recall(key: string): KnownToken | undefined {
+    const entry = this.entries.get(key);
     if (!entry) return undefined;
     // An expiry that is not a time (a row without the column) counts as passed.
     const expiresAt = entry.token.expiresAt === null ? Number.POSITIVE_INFINITY : entry.token.expiresAt.getTime();
     if (this.options.clock() - entry.storedAt >= this.options.ttlMs || !(expiresAt > this.options.now())) {
-      this.entries.delete(tokenHash);
+      this.entries.delete(key);
       return undefined;
     }
     return entry.token;
   }
 
   /** Remembers a lookup that began at `epoch`; false when something was forgotten since. */
-  remember(tokenHash: string, token: KnownToken, epoch: number): boolean {
+  remember(key: string, token: KnownToken, epoch: number): boolean {
     if (epoch !== this.currentEpoch || this.options.ttlMs <= 0) return false;
-    this.entries.delete(tokenHash);
+    this.entries.delete(key);
     // Oldest first out: a Map iterates in insertion order.
     while (this.entries.size >= this.options.maxEntries) {
       const oldest = this.entries.keys().next();
       if (oldest.done) break;
       this.entries.delete(oldest.value);
     }
-    this.entries.set(tokenHash, { token, storedAt: this.options.clock() });
+    this.entries.set(key, { token, storedAt: this.options.clock() });
     return true;
   }
 

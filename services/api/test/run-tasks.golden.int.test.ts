@@ -575,6 +575,22 @@ describe('run tasks API golden documents (hcp-compatibility.md §3)', () => {
         },
       );
 
+      it('list without include (one statement) → each task with its workspace-tasks in the order attached, none for a task without', async () => {
+        const own = await seedOrganization(h, uniqueName('golden-attached'));
+        const [attached, bare] = [await newTask(own), await newTask(own)];
+        const otherWorkspace = await createWorkspace(h, own.organization, own.organizationToken, uniqueName('ws'));
+        const ids = [
+          await newAssociation(own, otherWorkspace, attached.id, { 'enforcement-level': 'advisory' }),
+          await newAssociation(own, own.workspaceId, attached.id, { 'enforcement-level': 'mandatory' }),
+        ];
+        const res = await api(h, 'get', `/organizations/${own.organization}/tasks`, own.organizationToken);
+        expectStatus(res, 200);
+        const expected = { organization: own.organization, url: taskServer.url, description: null, enabled: true, global: GLOBAL_DEFAULT };
+        expect((res.body.data as { id: string }[]).map((resource) => resource.id)).toEqual([attached.id, bare.id]);
+        expectTask(res.body.data[0], { ...expected, name: attached.name, workspaceTaskIds: ids });
+        expectTask(res.body.data[1], { ...expected, name: bare.name, workspaceTaskIds: [] });
+      });
+
       it('list ?include=workspace_tasks → included workspace-tasks documents, with meta', async () => {
         const res = await api(h, 'get', `/organizations/${fixture.organization}/tasks?include=workspace_tasks`, fixture.organizationToken);
         expectStatus(res, 200);
@@ -1068,6 +1084,23 @@ describe('run tasks API golden documents (hcp-compatibility.md §3)', () => {
         workspaceTaskId: betaAssociation,
         enforcement: 'advisory',
       });
+    });
+
+    it('GET /runs/:id/task-stages without include (one statement) → the documents the list with include has, results in the same order', async () => {
+      const fixture = await seedOrganization(h, uniqueName('golden-three'));
+      for (let index = 0; index < 3; index += 1) {
+        const task = await newTask(fixture);
+        await newAssociation(fixture, fixture.workspaceId, task.id, { 'enforcement-level': 'advisory', stages: ['pre_plan', 'post_plan'] });
+      }
+      const runId = await createRun(h, fixture.organizationToken, fixture.workspaceId);
+      const plain = await stagesOf(fixture, runId);
+      const included = await api(h, 'get', `/runs/${runId}/task-stages?include=task_results`, fixture.organizationToken);
+      expectStatus(included, 200);
+      expect(plain.body.data).toEqual(included.body.data);
+      const resultIds = (plain.body.data as { relationships: { 'task-results': { data: { id: string }[] } } }[]).map((stage) =>
+        stage.relationships['task-results'].data.map((result) => result.id),
+      );
+      expect(resultIds.map((ids) => ids.length)).toEqual([3, 3]);
     });
 
     it('GET /runs/:id/task-stages: stages in lifecycle order pre_plan, post_plan, pre_apply, post_apply; paginated with meta', async () => {

@@ -16,7 +16,7 @@ import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
 import { single, type Resource } from '../http/jsonapi.ts';
 import { collection, MAX_PAGE_SIZE, parsePage, type Page } from '../http/pagination.ts';
-import { runTaskFromRow, type Absent, type RunTaskRow } from '../serializers/rows.ts';
+import { idList, idListSql, runTaskFromRow, type Absent, type RunTaskRow } from '../serializers/rows.ts';
 import { serializeRunTask, serializeWorkspaceTask } from '../serializers/run-task.serializer.ts';
 import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
 import { assertEditionAllowsAnotherTask, isGlobalEntitled, verifyTaskEndpoint, workspaceTaskIdsOf } from '../services/run-task.service.ts';
@@ -157,7 +157,7 @@ export function taskPageText(size: number): string {
   return `select o.name as organization_name, o.run_task_count, (o.edition = 'standard' and o.global_run_tasks_enabled) as global_entitled,
           t.id, t.name, t.url, t.description, t.category, t.enabled, t.global_enabled, t.global_stages, t.global_enforcement_level,
           t.created_at, t.updated_at,
-          array(select wt.id from workspace_tasks wt where wt.task_id = t.id order by wt.created_at, wt.id)::text[] as workspace_task_ids
+          ${idListSql('select wt.id from workspace_tasks wt where wt.task_id = t.id order by wt.created_at, wt.id')} as workspace_task_ids
      from organizations o
      left join lateral (
        select * from run_tasks rt where rt.organization_id = o.id order by rt.created_at, rt.id limit ${size} offset $3) t on true
@@ -165,7 +165,7 @@ export function taskPageText(size: number): string {
     order by t.created_at, t.id`;
 }
 
-type TaskPageRow = { organization_name: string; run_task_count: number; global_entitled: boolean; workspace_task_ids: string[] } & (
+type TaskPageRow = { organization_name: string; run_task_count: number; global_entitled: boolean; workspace_task_ids: string } & (
   RunTaskRow | Absent<RunTaskRow>
 );
 
@@ -182,7 +182,7 @@ async function listPlain(ctx: ApiContext, page: Page): Promise<void> {
   const first = orNotFound(rows[0]);
   const view = { organizationName: first.organization_name, globalEntitled: first.global_entitled };
   const data = rows.flatMap((row) =>
-    row.id === null ? [] : [serializeRunTask(runTaskFromRow(row), { ...view, workspaceTaskIds: row.workspace_task_ids })],
+    row.id === null ? [] : [serializeRunTask(runTaskFromRow(row), { ...view, workspaceTaskIds: idList(row.workspace_task_ids) })],
   );
   respond(ctx, 200, collection(data, page, first.run_task_count, publicRequestUrl(ctx)));
 }

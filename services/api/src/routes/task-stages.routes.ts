@@ -18,7 +18,7 @@ import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
 import { single, type Resource } from '../http/jsonapi.ts';
 import { collection, parsePage, type Page } from '../http/pagination.ts';
-import { taskStageFromRow, type Absent, type TaskStageRow } from '../serializers/rows.ts';
+import { idList, idListSql, taskStageFromRow, type Absent, type TaskStageRow } from '../serializers/rows.ts';
 import { serializeRun } from '../serializers/run.serializer.ts';
 import { serializeTaskResult, serializeTaskStage } from '../serializers/task-stage.serializer.ts';
 import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
@@ -86,13 +86,13 @@ async function render(
 const READABLE_RUN_STAGES = prepared(
   'run-task-stages',
   `select r.organization_id, ts.id, ts.run_id, ts.stage, ts.status, ts.status_timestamps, ts.created_at, ts.updated_at,
-          array(select tr.id from task_results tr where tr.task_stage_id = ts.id order by tr.created_at, tr.id)::text[] as result_ids
+          ${idListSql('select tr.id from task_results tr where tr.task_stage_id = ts.id order by tr.created_at, tr.id')} as result_ids
      from runs r
      left join task_stages ts on ts.run_id = r.id
     where r.id = $1 and ${readableWorkspaceSql(RUN_ROW, 2, 3)}`,
 );
 
-type RunStageRow = { organization_id: string; result_ids: string[] } & (TaskStageRow | Absent<TaskStageRow>);
+type RunStageRow = { organization_id: string; result_ids: string } & (TaskStageRow | Absent<TaskStageRow>);
 
 /** The list as go-tfe asks for it (nothing included): the common case, read in one statement. */
 async function listForRunPlain(ctx: ApiContext, page: Page): Promise<void> {
@@ -103,7 +103,7 @@ async function listForRunPlain(ctx: ApiContext, page: Page): Promise<void> {
   const organizationId = orNotFound(rows[0]).organization_id;
   const permissions = { canOverrideTasks: canOverrideTasks(ctx.state.principal, organizationId) };
   const stages = rows
-    .flatMap((row) => (row.id === null ? [] : [{ stage: taskStageFromRow(row), resultIds: row.result_ids }]))
+    .flatMap((row) => (row.id === null ? [] : [{ stage: taskStageFromRow(row), resultIds: idList(row.result_ids) }]))
     .sort((a, b) => RUN_STAGES.indexOf(a.stage.stage) - RUN_STAGES.indexOf(b.stage.stage));
   const data = stages
     .slice(page.offset, page.offset + page.size)

@@ -289,6 +289,23 @@ describe('HTTP edges', () => {
     });
   });
 
+  describe('request bodies on GET', () => {
+    it.each([
+      ['text/plain', 'not json'],
+      ['application/vnd.api+json', '{not json'],
+    ])('a GET with a %s body is answered as without one: the body is never read', async (contentType, body) => {
+      const res = await raw(
+        h,
+        'GET',
+        `/api/v2${listPath}?page[size]=1`,
+        { Authorization: `Bearer ${token}`, 'Content-Type': contentType, 'Content-Length': String(Buffer.byteLength(body)) },
+        [Buffer.from(body)],
+      );
+      expect(res.status).toBe(200);
+      expect((JSON.parse(res.text) as { meta: { pagination: { 'total-count': number } } }).meta.pagination['total-count']).toBe(WORKSPACES);
+    });
+  });
+
   describe('request bodies on POST /organizations/:organization_name/workspaces', () => {
     it('a body without Content-Type → 415', async () => {
       const error = expectErrorDocument(await postWorkspace(undefined, Buffer.from(JSON.stringify(workspaceBody('no-type')))), 415);

@@ -31,6 +31,8 @@ export const unauthorized = (): ApiError => new ApiError(401, 'unauthorized');
 /** Missing, other organization's and not-permitted resources all get this one body (DESIGN §4). */
 export const notFound = (): ApiError => new ApiError(404, 'not found');
 
+export const methodNotAllowed = (): ApiError => new ApiError(405, 'method not allowed', 'This endpoint does not accept that method.');
+
 export const invalidAttribute = (pointer: string, detail: string): ApiError => new ApiError(422, 'invalid attribute', detail, { pointer });
 
 export const invalidParameter = (parameter: string, detail: string, status = 422): ApiError =>

@@ -116,9 +116,14 @@ describe('the queue dashboard in a browser', () => {
       const res = await fetch(`${dashboard}${path}`, { method, headers, body: JSON.stringify({ name: 'run.created', data: {} }) });
       expect({ method, path, status: res.status }).toEqual({ method, path, status: 405 });
     }
-    // The same path with the wrong method is refused too (not found for this method).
+    // The same path with a method no route of it takes: a JSON:API 405, and a path it has not a 404 (both
+    // were once the API's errors thrown into bull-board, which made them 500s).
     const clean = await fetch(`${dashboard}/api/queues/runs/clean/completed`, { method: 'POST', headers, body: '{}' });
-    expect([404, 405]).toContain(clean.status);
+    expect(clean.status).toBe(405);
+    expect(await clean.json()).toMatchObject({ errors: [{ status: '405', title: 'method not allowed' }] });
+    const unknown = await fetch(`${dashboard}/api/no-such-thing`, { method: 'POST', headers, body: '{}' });
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toEqual({ errors: [{ status: '404', title: 'not found' }] });
     expect((await worker.queue.getJobCounts('completed')).completed).toBeGreaterThanOrEqual(before.completed ?? 0);
     expect(await worker.queue.isPaused()).toBe(false);
     // Reads still work for the admin.

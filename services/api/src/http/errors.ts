@@ -1,4 +1,4 @@
-import { ApiError } from '@runtasks/shared';
+import { ApiError, methodNotAllowed } from '@runtasks/shared';
 import { UniqueConstraintViolationException, DriverException } from '@mikro-orm/core';
 import type { Middleware } from 'koa';
 import { MEDIA_TYPE } from './jsonapi.ts';
@@ -35,8 +35,7 @@ export function toApiError(error: unknown): ApiError {
   if (error instanceof UniqueConstraintViolationException)
     return new ApiError(409, 'conflict', 'The resource was changed concurrently; retry the request.');
   const status = (error as { status?: number }).status;
-  if (status === 405) return new ApiError(405, 'method not allowed', 'This endpoint does not accept that method.');
-  if (status === 501) return new ApiError(405, 'method not allowed', 'This endpoint does not accept that method.');
+  if (status === 405 || status === 501) return methodNotAllowed();
   if (isUnavailable(error) || (error instanceof DriverException && isUnavailable(error.cause ?? {}))) {
     return new ApiError(503, 'service unavailable', 'A backing service is unavailable; retry shortly.', undefined, { 'Retry-After': '5' });
   }

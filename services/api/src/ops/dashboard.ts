@@ -2,7 +2,7 @@ import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { KoaAdapter } from '@bull-board/koa';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { isPlausibleToken, type SecretBox } from '@runtasks/shared';
+import { isPlausibleToken, methodNotAllowed, notFound, type SecretBox } from '@runtasks/shared';
 import type { Queue } from 'bullmq';
 import type { Middleware } from 'koa';
 
@@ -50,6 +50,11 @@ export function createDashboard(options: { queues: Queue[]; readOnly: boolean; o
       ctx.body = { errors: [{ status: '401', title: 'unauthorized' }] };
       return;
     }
-    await board(ctx, next);
+    // Its paths are its own: nothing after it (the API's routers and their 404) is asked, and what its
+    // router leaves unanswered gets the API's errors. Asked, the API's 404 was thrown into bull-board,
+    // which answers any error with a 500.
+    await board(ctx, async () => undefined);
+    if (ctx.body === undefined && ctx.status === 404) throw notFound();
+    if (ctx.body === undefined && ctx.status === 405) throw methodNotAllowed();
   };
 }

@@ -26,8 +26,19 @@ async function rejectNul(ctx: ApiContext, next: Koa.Next): Promise<void> {
   await next();
 }
 
-function buildRouter(routes: readonly RouteDef[], ops: ApiOps): Router<ApiState, ApiContextExtras> {
-  const router = new Router<ApiState, ApiContextExtras>({ prefix: API_PREFIX });
+/** The first segment after the API prefix, as the routers compare paths: case-insensitively. */
+const FIRST_SEGMENT = new RegExp(`^${API_PREFIX.replaceAll('/', '\\/')}\\/([^/]+)`, 'i');
+
+/**
+ * The routes as one router per first path segment (`runs`, `task-results`, …), each with its own
+ * `allowedMethods`, behind a lookup of the segment: a router tests its routes' patterns one by one, and
+ * a request now meets the few under its segment (up to 18) instead of all 64 (1.2–1.4 µs per request
+ * here). Every route's path starts with a fixed segment, so the one router that can match a path is
+ * the one asked; a segment no route has falls through to the 404.
+ */
+type RouterMiddleware = ReturnType<Router<ApiState, ApiContextExtras>['routes']>;
+
+function buildRouters(routes: readonly RouteDef[], ops: ApiOps): RouterMiddleware {
   // Authentication runs before the input is looked at: a 401 never depends on the body, the query or
   // the ids in the path (nor is an unauthenticated body parsed).
   const AUTH = { public: [], callback: [authenticateCallback], token: [authenticate], 'token-or-task': [authenticateTokenOrTask] } as const;
@@ -35,14 +46,31 @@ function buildRouter(routes: readonly RouteDef[], ops: ApiOps): Router<ApiState,
   // body is never read (no defined meaning, RFC 9110 §9.3.1; the parser skips GETs anyway), so nor is
   // its Content-Type checked.
   const limit = ops.rateLimiter ? [rateLimit(ops.rateLimiter)] : [];
+  const routers = new Map<string, Router<ApiState, ApiContextExtras>>();
   for (const route of routes) {
+    const segment = /^\/([^/:]+)/.exec(route.path)?.[1]?.toLowerCase();
+    if (segment === undefined) throw new Error(`route ${route.method} ${route.path} does not start with a fixed segment`);
+    const router = routers.get(segment) ?? new Router<ApiState, ApiContextExtras>({ prefix: API_PREFIX });
+    routers.set(segment, router);
     const readsJson = route.body !== 'raw' && route.method !== 'GET';
     const input = readsJson ? [rejectNul, requireJsonContentType, jsonBodyParser(route.bodyLimit)] : [rejectNul];
     const handler = (ctx: ApiContext) => route.handler(ctx);
     const middleware = [...AUTH[route.auth], ...limit, ...input, handler];
     router.register(route.path, [route.method], middleware as never);
   }
-  return router;
+  const bySegment = new Map<string, RouterMiddleware>();
+  for (const [segment, router] of routers) {
+    const routesOf = router.routes();
+    const allowedMethods = router.allowedMethods({ throw: true });
+    type AllowedContext = Parameters<typeof allowedMethods>[0];
+    // One router's context, which its two middleware typings spell differently.
+    bySegment.set(segment, (ctx, next) => routesOf(ctx, () => allowedMethods(ctx as unknown as AllowedContext, next)));
+  }
+  return (ctx, next) => {
+    const segment = FIRST_SEGMENT.exec(ctx.path)?.[1];
+    const dispatch = segment === undefined ? undefined : bySegment.get(segment.toLowerCase());
+    return dispatch ? dispatch(ctx, next) : next();
+  };
 }
 
 /** Builds the API as a Koa app without listening, so tests drive it in-process. */
@@ -59,7 +87,7 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
     principalCache: deps.ops?.principalCache,
   };
   const readinessChecks = { postgres: async () => void (await deps.orm.em.fork().execute('select 1')), ...ops.readinessChecks };
-  const router = buildRouter(routes, ops);
+  const routers = buildRouters(routes, ops);
 
   app.use(async (ctx, next) => {
     ctx.state = new RequestState(deps.orm);
@@ -113,8 +141,7 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
     // Nothing matched (and allowedMethods found no other method for the path): a JSON:API 404.
     if (ctx.status === 404 && ctx.body === undefined) throw notFound();
   });
-  app.use(router.routes());
-  app.use(router.allowedMethods({ throw: true }));
+  app.use(routers);
   app.on('error', (error: unknown, ctx?: { state?: { requestId?: string } }) => {
     deps.logger.error({ err: error, requestId: ctx?.state?.requestId }, 'unhandled error');
   });

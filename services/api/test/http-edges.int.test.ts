@@ -503,6 +503,28 @@ describe('HTTP edges', () => {
       expect(error.title).toBe('method not allowed');
     });
 
+    it.each([
+      ['/api/v2/ping', 204],
+      ['/API/V2/Ping', 204],
+      ['/api/v2/ping/', 204],
+      [`/api/v2/Organizations/${ORG}`, 200],
+      ['/api/v2/pi%6Eg', 404],
+      ['/api/v2', 404],
+      ['/api/v2/', 404],
+      ['/api/v2//ping', 404],
+      ['/api/v3/ping', 404],
+      ['/api/v2ping', 404],
+      ['/api/v2/ping/extra', 404],
+    ] as const)('GET %s → %i, the paths the routes match read as one router reads them', async (path, status) => {
+      const res = await raw(h, 'GET', path, { Authorization: `Bearer ${token}` }, []);
+      expect(res.status).toBe(status);
+      if (status !== 204) expect(res.headers['content-type']).toContain(JSON_API);
+    });
+
+    it.each(['/API/V2/ping', '/api/v2/Organizations'])('a wrong method on %s, in any case → 405', async (path) => {
+      expectErrorDocument(await h.http.put(path).set('Authorization', `Bearer ${token}`), 405);
+    });
+
     it('an unknown method on a known path → 405, not 501 or 500', async () => {
       const res = await raw(h, 'PROPFIND', '/api/v2/ping', {}, []);
       expect(res.status).toBe(405);

@@ -29,6 +29,8 @@ async function rejectNul(ctx: ApiContext, next: Koa.Next): Promise<void> {
 /** The first segment after the API prefix, as the routers compare paths: case-insensitively. */
 const FIRST_SEGMENT = new RegExp(`^${API_PREFIX.replaceAll('/', '\\/')}\\/([^/]+)`, 'i');
 
+type RouterMiddleware = ReturnType<Router<ApiState, ApiContextExtras>['routes']>;
+
 /**
  * The routes as one router per first path segment (`runs`, `task-results`, …), each with its own
  * `allowedMethods`, behind a lookup of the segment: a router tests its routes' patterns one by one, and
@@ -36,8 +38,6 @@ const FIRST_SEGMENT = new RegExp(`^${API_PREFIX.replaceAll('/', '\\/')}\\/([^/]+
  * here). Every route's path starts with a fixed segment, so the one router that can match a path is
  * the one asked; a segment no route has falls through to the 404.
  */
-type RouterMiddleware = ReturnType<Router<ApiState, ApiContextExtras>['routes']>;
-
 function buildRouters(routes: readonly RouteDef[], ops: ApiOps): RouterMiddleware {
   // Authentication runs before the input is looked at: a 401 never depends on the body, the query or
   // the ids in the path (nor is an unauthenticated body parsed).

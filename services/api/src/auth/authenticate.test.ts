@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { API_TOKEN_PREFIX, createSecretBox, generateToken } from '@runtasks/shared';
+import { createHash } from 'node:crypto';
 import { principalMemoKey } from './authenticate.ts';
 
 describe('principalMemoKey: what the principal cache files a token under', () => {
@@ -17,6 +18,11 @@ describe('principalMemoKey: what the principal cache files a token under', () =>
       expect(key).toMatch(/^[A-Za-z0-9+/]{43}=$/);
       expect(key).not.toContain(token.slice(API_TOKEN_PREFIX.length, API_TOKEN_PREFIX.length + 8));
     }
+  });
+
+  it("is not the token's unsalted digest, which a guess at a chosen token could be checked against", () => {
+    const chosen = 'an-operator-chosen-admin-token';
+    expect(principalMemoKey(chosen)).not.toBe(createHash('sha256').update(chosen).digest('base64'));
   });
 
   it('is not the keyed hash the database stores', () => {

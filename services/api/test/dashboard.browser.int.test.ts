@@ -121,6 +121,9 @@ describe('the queue dashboard in a browser', () => {
     const clean = await fetch(`${dashboard}/api/queues/runs/clean/completed`, { method: 'POST', headers, body: '{}' });
     expect(clean.status).toBe(405);
     expect(await clean.json()).toMatchObject({ errors: [{ status: '405', title: 'method not allowed' }] });
+    const propfind = await fetch(`${dashboard}/api/queues`, { method: 'PROPFIND', headers: { authorization: basic(h.adminToken) } });
+    expect(propfind.status).toBe(405);
+    expect(await propfind.json()).toMatchObject({ errors: [{ status: '405', title: 'method not allowed' }] });
     const unknown = await fetch(`${dashboard}/api/no-such-thing`, { method: 'POST', headers, body: '{}' });
     expect(unknown.status).toBe(404);
     expect(await unknown.json()).toEqual({ errors: [{ status: '404', title: 'not found' }] });

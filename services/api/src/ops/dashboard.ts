@@ -55,6 +55,7 @@ export function createDashboard(options: { queues: Queue[]; readOnly: boolean; o
     // which answers any error with a 500.
     await board(ctx, async () => undefined);
     if (ctx.body === undefined && ctx.status === 404) throw notFound();
-    if (ctx.body === undefined && ctx.status === 405) throw methodNotAllowed();
+    // 501: a method no route anywhere takes (PROPFIND), a 405 as the API answers it.
+    if (ctx.body === undefined && (ctx.status === 405 || ctx.status === 501)) throw methodNotAllowed();
   };
 }

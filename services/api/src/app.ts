@@ -27,7 +27,7 @@ async function rejectNul(ctx: ApiContext, next: Koa.Next): Promise<void> {
 }
 
 /** The first segment after the API prefix, as the routers compare paths: case-insensitively. */
-const FIRST_SEGMENT = new RegExp(`^${API_PREFIX.replaceAll('/', '\\/')}\\/([^/]+)`, 'i');
+const FIRST_SEGMENT = new RegExp(`^${API_PREFIX}/([^/]+)`, 'i');
 
 type RouterMiddleware = ReturnType<Router<ApiState, ApiContextExtras>['routes']>;
 

@@ -1,6 +1,5 @@
 import { Redis } from 'ioredis';
 import { spawnSync } from 'node:child_process';
-import { createServer } from 'node:net';
 import pg from 'pg';
 import { request } from 'undici';
 import { CpuMeter, processTicks } from './cpu.ts';
@@ -20,21 +19,10 @@ import {
 } from './env.ts';
 import { listensOn, readyMessage, spawnNode, stopAll, whileAlive, type Managed } from './procs.ts';
 import { LEAN_DDL, LEAN_TABLES } from '../lean/schema.ts';
+import { freePort } from '../../test/support/processes.ts';
 import { PROJECT_TABLES, type RunTables } from './run-tables.ts';
 
 export const MEDIA_TYPE = 'application/vnd.api+json';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** The process's connections carry its name, so PostgreSQL's CPU can be told apart by client (pg_stat_activity). */
 function connectingAs(env: Record<string, string>, name: string): Record<string, string> {

@@ -1,16 +1,35 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { get } from 'node:http';
-import { connect, createServer, type AddressInfo } from 'node:net';
+import { randomInt } from 'node:crypto';
+import { connect, createServer } from 'node:net';
 import { eventually } from './fixtures.ts';
 
 /** Process-level test helpers: free ports, a private Redis to stop and start, probes on fresh connections. */
 
+/** Ports the kernel never hands out on its own (Linux's default ip_local_port_range starts at 32768). */
+const PRIVATE_PORTS = { from: 20_000, to: 32_767 };
+
+/**
+ * A port free to listen on, for a process started later. Not one the kernel chose (listen on port 0):
+ * that comes from the ephemeral range, which outgoing connections take their local ports from too, and
+ * one made before the process listens (its own start-up connects to PostgreSQL and Redis first) could
+ * take it: the listen then fails with EADDRINUSE (seen once in a benchmark). Ports below that range
+ * are only ever taken by whoever asks for them by number.
+ */
 export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
+  for (let attempt = 0; attempt < 50; attempt += 1) {
+    const port = PRIVATE_PORTS.from + randomInt(PRIVATE_PORTS.to - PRIVATE_PORTS.from + 1);
+    if (await canListen(port)) return port;
+  }
+  throw new Error(`no free port between ${PRIVATE_PORTS.from} and ${PRIVATE_PORTS.to} after 50 tries`);
+}
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
 }
 
 /** Resolves true when something on the port answers PING with PONG. */

@@ -30,15 +30,18 @@ const TaskResultSchema = defineEntity({
       forEach: 'row',
       // As PostgreSQL prints it back (the schema comparison is textual): the result leaves pending/running.
       when: `(((old.status)::text = ANY (ARRAY['pending'::text, 'running'::text])) AND ((new.status)::text <> ALL (ARRAY['pending'::text, 'running'::text])))`,
-      body: `update task_stages set open_results = open_results - 1 where id = new.task_stage_id;
-        if new.status in ('passed', 'failed') then
-          insert into outbox_events (topic, aggregate_id, payload, created_at, publish_attempts)
-            select '${JOBS.runAdvance}', ts.run_id, jsonb_build_object('runId', ts.run_id), now(), 0
-              from task_stages ts where ts.id = new.task_stage_id and ts.open_results = 0;
-          if found then
-            perform pg_notify('${OUTBOX_CHANNEL}', ts.run_id) from task_stages ts where ts.id = new.task_stage_id;
+      // The decrement returns what the verdict needs (one statement when the stage stays open, which is
+      // most callbacks), rather than the stage row being read again for the wake-up and its notification.
+      body: `declare stage_run text; still_open int;
+        begin
+          update task_stages set open_results = open_results - 1 where id = new.task_stage_id
+            returning run_id, open_results into stage_run, still_open;
+          if still_open = 0 and new.status in ('passed', 'failed') then
+            insert into outbox_events (topic, aggregate_id, payload, created_at, publish_attempts)
+              values ('${JOBS.runAdvance}', stage_run, jsonb_build_object('runId', stage_run), now(), 0);
+            perform pg_notify('${OUTBOX_CHANNEL}', stage_run);
           end if;
-        end if;
+        end;
         return null;`.replace(/\s+/g, ' '),
     },
   ],

@@ -135,7 +135,7 @@ const CALLBACK_ACCESS = prepared(
 );
 
 /** Why a callback may not change its result now (final or past its progress deadline: 409; past its hard deadline: 401), or nothing when it may. */
-export function callbackRefusal(status: string, expired: boolean, overdue: boolean): Error | undefined {
+function callbackRefusal(status: string, expired: boolean, overdue: boolean): Error | undefined {
   if (status !== 'pending' && status !== 'running')
     return conflict(`The task result is already ${status}; it cannot change.`, 'transition not allowed');
   if (expired) return unauthorized();

@@ -1,11 +1,11 @@
 import { DB_NOW_ISO, inTransaction, isDeadlock, newId, prepared, runPrepared, unauthorized, type Queryable } from '@runtasks/shared';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
-import { callbackRefusal, currentCallbackRefusal } from '../auth/authenticate.ts';
+import { currentCallbackRefusal } from '../auth/authenticate.ts';
 import { poolOf, type ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { single } from '../http/jsonapi.ts';
-import { columnList, TASK_RESULT_COLUMNS, taskResultFromRow, type Absent, type TaskResultRow } from '../serializers/rows.ts';
+import { columnList, TASK_RESULT_COLUMNS, taskResultFromRow, type TaskResultRow } from '../serializers/rows.ts';
 import { serializeTaskResult } from '../serializers/task-stage.serializer.ts';
 import { respond, type RouteDef } from './define.ts';
 import { characters, safeText } from './schemas.ts';
@@ -48,43 +48,29 @@ type OutcomeInput = z.output<typeof outcome>;
 
 const flatten = (item: OutcomeInput): z.output<typeof outcomeAttributes> => ('attributes' in item ? item.attributes : item);
 
-/** The result as the callback statement left it (null columns when it did not change it), with what the statement saw. */
-type CallbackRow = (TaskResultRow | Absent<TaskResultRow>) & {
-  seen_status: string;
-  seen_expired: boolean;
-  seen_overdue: boolean;
-};
-
 /**
  * A callback in one statement (one round trip, atomic without an explicit transaction when there are
  * no outcomes). Only its own result's row is locked (by the update, which rechecks the row's newest
  * version): whether this verdict closed the stage, and then the run's wake-up, is the business of the
  * task_results trigger, which counts the stage's open results on the stage row (see TaskResult).
  * $1 result id, $2 token hash, $3 status, $4 message, $5 url, $6 progress timeout (s), $7 outcomes.
- * `seen_*` are the row as the statement's snapshot saw it, for the refusal. Past its progress deadline
- * a result takes no callback (the sweeper or its deadline job ends it as errored).
+ * Past its progress deadline a result takes no callback (the sweeper or its deadline job ends it as
+ * errored). No row means the callback was refused, which is rare: why is read afterwards
+ * (currentCallbackRefusal) rather than by every callback.
  */
 export const CALLBACK = prepared(
   'callback',
-  `with target as (
-     select tr.id, tr.status, (tr.hard_deadline is not null and tr.hard_deadline <= now()) as expired,
-            (tr.progress_deadline is not null and tr.progress_deadline <= now()) as overdue
-       from task_results tr where tr.id = $1 and tr.callback_token_hash = $2),
-   updated as (
-     update task_results tr set status = $3::text,
-            message = coalesce($4::text, tr.message), url = coalesce($5::text, tr.url),
-            status_timestamps = case when (tr.status_timestamps ->> ($3::text || '-at')) is not null then tr.status_timestamps
-                                     else tr.status_timestamps || jsonb_build_object($3::text || '-at', ${DB_NOW_ISO}) end,
-            progress_deadline = case when $3::text = 'running'
-                                     then least(now() + make_interval(secs => $6::double precision), coalesce(tr.hard_deadline, 'infinity'))
-                                     else tr.progress_deadline end,
-            outcomes_count = tr.outcomes_count + $7::int, version = tr.version + 1, updated_at = now()
-       from target t
-      where tr.id = t.id and tr.status in ('pending', 'running') and (tr.hard_deadline is null or tr.hard_deadline > now())
-        and (tr.progress_deadline is null or tr.progress_deadline > now())
-     returning ${columnList(TASK_RESULT_COLUMNS, 'tr')})
-   select t.status as seen_status, t.expired as seen_expired, t.overdue as seen_overdue, ${columnList(TASK_RESULT_COLUMNS, 'u')}
-     from target t left join updated u on true`,
+  `update task_results tr set status = $3::text,
+          message = coalesce($4::text, tr.message), url = coalesce($5::text, tr.url),
+          status_timestamps = case when (tr.status_timestamps ->> ($3::text || '-at')) is not null then tr.status_timestamps
+                                   else tr.status_timestamps || jsonb_build_object($3::text || '-at', ${DB_NOW_ISO}) end,
+          progress_deadline = case when $3::text = 'running'
+                                   then least(now() + make_interval(secs => $6::double precision), coalesce(tr.hard_deadline, 'infinity'))
+                                   else tr.progress_deadline end,
+          outcomes_count = tr.outcomes_count + $7::int, version = tr.version + 1, updated_at = now()
+    where tr.id = $1 and tr.callback_token_hash = $2 and tr.status in ('pending', 'running')
+      and (tr.hard_deadline is null or tr.hard_deadline > now()) and (tr.progress_deadline is null or tr.progress_deadline > now())
+   returning ${columnList(TASK_RESULT_COLUMNS, 'tr')}`,
 );
 
 const OUTCOME_COLUMNS = `(id, task_result_id, outcome_id, description, body, url, tags, created_at)`;
@@ -153,16 +139,9 @@ async function callback(ctx: ApiContext): Promise<void> {
     outcomes.length,
   ];
   const apply = async (client: Queryable): Promise<TaskResultRow> => {
-    const [row] = await runPrepared<CallbackRow>(client, CALLBACK, values);
-    if (!row) throw unauthorized();
-    if (row.id === null) {
-      // Refused: the snapshot tells why, unless the row changed after it (a concurrent ending): then read it again.
-      throw (
-        callbackRefusal(row.seen_status, row.seen_expired, row.seen_overdue) ??
-        (await currentCallbackRefusal(client, resultId, tokenHash)) ??
-        unauthorized()
-      );
-    }
+    const [row] = await runPrepared<TaskResultRow>(client, CALLBACK, values);
+    // Refused: final, past a deadline, or not this token's (401) — as the database has the row now.
+    if (!row) throw (await currentCallbackRefusal(client, resultId, tokenHash)) ?? unauthorized();
     await insertOutcomes(client, resultId, outcomes);
     return row;
   };

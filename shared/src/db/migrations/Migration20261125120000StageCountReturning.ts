@@ -4,8 +4,8 @@ const FUNCTION = '"task_results_task_results_stage_open_count_fn"';
 
 /**
  * The trigger that counts a stage's open results down as they end (Migration20261123100000StageOpenResults)
- * ran two statements for every result that ended and three for the one that closed its stage: the
- * decrement, then an insert that read the stage row again to see whether it was now zero, then the
+ * ran two statements for every verdict (passed or failed) and three for the one that closed its stage:
+ * the decrement, then an insert that read the stage row again to see whether it was now zero, then the
  * notification, which read it a third time for the run's id. The decrement now returns the run's id
  * and the new count, so a result that leaves its stage open (two callbacks of three in a stage of three
  * tasks) costs one statement, and the one that closes it inserts and notifies from what it was told.

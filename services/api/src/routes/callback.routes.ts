@@ -56,7 +56,10 @@ const flatten = (item: OutcomeInput): z.output<typeof outcomeAttributes> => ('at
  * $1 result id, $2 token hash, $3 status, $4 message, $5 url, $6 progress timeout (s), $7 outcomes.
  * Past its progress deadline a result takes no callback (the sweeper or its deadline job ends it as
  * errored). No row means the callback was refused, which is rare: why is read afterwards
- * (currentCallbackRefusal) rather than by every callback.
+ * (currentCallbackRefusal) rather than by every callback. The token's hash is compared as an
+ * expression so that only the primary key can find the row: its unique index could too, and a generic
+ * plan may pick either, but the primary key's pages are the ones every statement on results keeps warm
+ * (test/plans.int.test.ts). No hash is empty.
  */
 export const CALLBACK = prepared(
   'callback',
@@ -68,7 +71,7 @@ export const CALLBACK = prepared(
                                    then least(now() + make_interval(secs => $6::double precision), coalesce(tr.hard_deadline, 'infinity'))
                                    else tr.progress_deadline end,
           outcomes_count = tr.outcomes_count + $7::int, version = tr.version + 1, updated_at = now()
-    where tr.id = $1 and tr.callback_token_hash = $2 and tr.status in ('pending', 'running')
+    where tr.id = $1 and coalesce(tr.callback_token_hash, '') = $2 and tr.status in ('pending', 'running')
       and (tr.hard_deadline is null or tr.hard_deadline > now()) and (tr.progress_deadline is null or tr.progress_deadline > now())
    returning ${columnList(TASK_RESULT_COLUMNS, 'tr')}`,
 );

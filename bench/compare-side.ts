@@ -1,17 +1,18 @@
 /**
- * One side of `npm run bench:compare`: the H1 pipeline, or H3's reads, of one checkout (its own
- * harness, processes and migrations), printed as one JSON line on stdout. Run by bench/compare.ts, not
- * by hand.
+ * One side of `npm run bench:compare`: the H1 pipeline, H2's latency or H3's reads, of one checkout (its
+ * own harness, processes and migrations), printed as one JSON line on stdout. Run by bench/compare.ts,
+ * not by hand.
  *
- * argv: <checkout root> <tasks per stage> <h1|h3> [--quick]
+ * argv: <checkout root> <tasks per stage> <h1|h2|h3> [--quick]
  */
+import type * as LatencyModule from './lib/latency.ts';
 import type * as PipelineModule from './lib/pipeline.ts';
 import type * as ReadsModule from './lib/reads.ts';
 import type * as StackModule from './lib/stack.ts';
 
 const [root, tasksArg, figure] = process.argv.slice(2);
-if (!root || !tasksArg || (figure !== 'h1' && figure !== 'h3')) {
-  process.stderr.write('usage: compare-side.ts <checkout root> <tasks> <h1|h3> [--quick]\n');
+if (!root || !tasksArg || (figure !== 'h1' && figure !== 'h2' && figure !== 'h3')) {
+  process.stderr.write('usage: compare-side.ts <checkout root> <tasks> <h1|h2|h3> [--quick]\n');
   process.exit(2);
 }
 const tasks = Number(tasksArg);
@@ -26,6 +27,10 @@ if (figure === 'h1') {
     { quick, profile: false },
   );
   process.stdout.write(`${JSON.stringify(result)}\n`);
+} else if (figure === 'h2') {
+  // H2's own configuration (2 × 3, one worker, 20 runs/s): its targets are set for that one.
+  const latency = (await import(`${root}/bench/lib/latency.ts`)) as typeof LatencyModule;
+  process.stdout.write(`${JSON.stringify(await latency.runLatency({ quick, profile: false }))}\n`);
 } else {
   const reads = (await import(`${root}/bench/lib/reads.ts`)) as typeof ReadsModule;
   // Both sides' lean reference is the same code: it would add a minute a side and say nothing.

@@ -1,6 +1,7 @@
 /**
- * `npm run bench:compare -- <ref> [--rounds=N] [--tasks=T] [--figure=h1|h3] [--quick]`: the H1 pipeline
- * (2 stages × T tasks, one worker), or H3's API reads, of an earlier commit against this working tree, on this machine, interleaved
+ * `npm run bench:compare -- <ref> [--rounds=N] [--tasks=T] [--figure=h1|h2|h3] [--quick]`: the H1 pipeline
+ * (2 stages × T tasks, one worker), H2's latency at 20 runs/s or H3's API reads, of an earlier commit
+ * against this working tree, on this machine, interleaved
  * (ref, here, ref, here, …) so that a machine getting busier or quieter moves both sides alike. Each
  * side runs the harness of its own checkout (bench/lib: processes, seeding, measuring), driven by this
  * tree's bench/compare-side.ts; the ref is checked out in a temporary git worktree outside the project
@@ -13,6 +14,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { log, RESULTS_DIR, ROOT } from './lib/env.ts';
+import type { LatencyResult, LatencySample } from './lib/latency.ts';
 import type { PipelineResult } from './lib/pipeline.ts';
 import { READ_CONCURRENCY as READS_CLIENTS, type ReadResult } from './lib/reads.ts';
 import { cpuModel } from './lib/cpu.ts';
@@ -33,9 +35,9 @@ if (
   !Number.isInteger(tasks) ||
   tasks < 1 ||
   tasks > 20 ||
-  (figure !== 'h1' && figure !== 'h3')
+  (figure !== 'h1' && figure !== 'h2' && figure !== 'h3')
 ) {
-  process.stderr.write('usage: npm run bench:compare -- <git ref> [--rounds=1..5] [--tasks=1..20] [--figure=h1|h3] [--quick]\n');
+  process.stderr.write('usage: npm run bench:compare -- <git ref> [--rounds=1..5] [--tasks=1..20] [--figure=h1|h2|h3] [--quick]\n');
   process.exit(2);
 }
 
@@ -85,7 +87,7 @@ function abort(reason: string, code: number): never {
 }
 
 // Bounded like every benchmark: each side takes a few minutes at most.
-const LIMIT_MS = rounds * 2 * (quick ? 3 : figure === 'h3' ? 10 : 6) * 60_000;
+const LIMIT_MS = rounds * 2 * (quick ? 3 : figure === 'h3' ? 10 : figure === 'h2' ? 4 : 6) * 60_000;
 setTimeout(() => abort(`comparison exceeded ${LIMIT_MS / 60_000} minutes: stopping`, 1), LIMIT_MS).unref();
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => abort(`${signal}: stopping`, 130));
 // A failure of this process must not leave the running side (a detached process group) behind.
@@ -94,7 +96,7 @@ process.on('uncaughtException', (error) => abort(`comparison failed: ${error.sta
 /** The side's result line: a JSON object or array of objects (its progress lines start with "[bench"). */
 const isResult = (line: string): boolean => line.startsWith('{') || line.startsWith('[{');
 
-/** One side's measurement: a PipelineResult (h1) or its ReadResult list (h3). */
+/** One side's measurement: a PipelineResult (h1), a LatencyResult (h2) or its ReadResult list (h3). */
 function runSide<T>(root: string): Promise<T> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [`${ROOT}bench/compare-side.ts`, root, String(tasks), figure, ...(quick ? ['--quick'] : [])], {
@@ -217,9 +219,55 @@ function readsReport(sides: Side<ReadResult[]>[]): string[] {
   ];
 }
 
+/**
+ * H2's figures side by side: the first task request's p50 and p99 (from the load generator's send time),
+ * and the part of it from the run's creation to its first delivery attempt, cut at the database's
+ * timestamps (so the API's HTTP and the POST are left out): where a change to how a run's first job
+ * reaches the worker shows. A ref from before that segment was measured has none ("–", and "n/a" as a ratio).
+ */
+function latencyReport(sides: Side<LatencyResult>[]): string[] {
+  const [base, head] = sides as [Side<LatencyResult>, Side<LatencyResult>];
+  type Pick = (sample: LatencySample) => number;
+  const firstP50: Pick = (sample) => sample.firstTaskP50Ms;
+  const firstP99: Pick = (sample) => sample.firstTaskP99Ms;
+  const publishedP50: Pick = (sample) => sample.segments?.published?.p50Ms ?? Number.NaN;
+  const publishedP99: Pick = (sample) => sample.segments?.published?.p99Ms ?? Number.NaN;
+  const cpu: Pick = (sample) => sample.cpuMsPerRun;
+  const all = (side: Side<LatencyResult>, pick: Pick, digits = 2): string => {
+    const values = side.results.flatMap((result) => result.samples.map(pick)).filter(Number.isFinite);
+    return values.length === 0 ? '–' : fmtRange(range(values), digits);
+  };
+  const byRound = (side: Side<LatencyResult>, pick: Pick): number[] => side.results.map((result) => median(result.samples.map(pick)));
+  return [
+    `# Comparison: H2 latency at 20 runs/s, 2 stages × 3 tasks, 1 worker${quick ? ' (quick)' : ''}`,
+    '',
+    `- Date: ${date}; ${cpuModel()}; ${rounds} round(s), interleaved: ${sides.map((side) => side.label).join(', then ')}`,
+    `- Each round of each side: the benchmark's H2 method (fresh processes, a warm-up burst, three open-loop samples); every sample of a side below.`,
+    '',
+    '| side | first task request p50 ms | p99 ms | run created → first attempt p50 ms | p99 ms | CPU-ms per run |',
+    '|---|---|---|---|---|---|',
+    ...sides.map(
+      (side) =>
+        `| ${side.label} | ${all(side, firstP50)} | ${all(side, firstP99)} | ${all(side, publishedP50)} | ${all(side, publishedP99)} | ${all(side, cpu, 1)} |`,
+    ),
+    '',
+    `This tree ÷ ${ref}, round by round: ${ratioLine('first task request p50', ratios(byRound(head, firstP50), byRound(base, firstP50)))}; ` +
+      `${ratioLine('p99', ratios(byRound(head, firstP99), byRound(base, firstP99)))}; ` +
+      `${ratioLine('run created → first attempt p50', ratios(byRound(head, publishedP50), byRound(base, publishedP50)))}.`,
+    '',
+    'Reproduce: `npm run bench:compare -- <ref> --figure=h2` (about 2 × 1.5 minutes a round).',
+  ];
+}
+
 const date = new Date().toISOString();
-const sides = figure === 'h1' ? await measure<PipelineResult>() : await measure<ReadResult[]>();
-const lines = figure === 'h1' ? pipelineReport(sides as Side<PipelineResult>[]) : readsReport(sides as Side<ReadResult[]>[]);
+const sides =
+  figure === 'h1' ? await measure<PipelineResult>() : figure === 'h2' ? await measure<LatencyResult>() : await measure<ReadResult[]>();
+const lines =
+  figure === 'h1'
+    ? pipelineReport(sides as Side<PipelineResult>[])
+    : figure === 'h2'
+      ? latencyReport(sides as Side<LatencyResult>[])
+      : readsReport(sides as Side<ReadResult[]>[]);
 const markdown = `${lines.join('\n')}\n`;
 mkdirSync(RESULTS_DIR, { recursive: true });
 writeFileSync(`${RESULTS_DIR}/compare-latest.md`, markdown);

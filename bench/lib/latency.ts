@@ -35,13 +35,16 @@ export interface LatencySample {
  * the worker's clock as an attempt starts, the task server): the API receiving the request and
  * beginning its transaction; its commit and the outbox relay's claim; BullMQ and the worker taking the
  * job up to the first delivery attempt (through an advance's transaction and its commit, or, for a run
- * created in its pre_plan stage, one claim); that attempt signing and POSTing the payload.
+ * created in its pre_plan stage, one claim); that attempt signing and POSTing the payload. The second
+ * and third also as one (`published`), which compares two checkouts however each publishes a run's first
+ * job: one without the outbox's hop for it has no claim to cut at.
  */
 export const SEGMENTS = {
   api: 'send → run created (HTTP, API until its transaction begins)',
   relay: 'run created → outbox claimed (commit, NOTIFY, relay)',
   queue: 'outbox claimed → first attempt starts (BullMQ, worker, advance or claim)',
   dispatch: 'first attempt starts → first task request (payload, signature, POST)',
+  published: 'run created → first attempt starts (the two above as one, however the first job is published)',
 } as const;
 export type SegmentName = keyof typeof SEGMENTS;
 
@@ -96,7 +99,7 @@ export async function openSample(stack: Stack, org: PipelineOrg, rate: number, s
            from runs r`,
       );
   const cuts = new Map(times.rows.map((row) => [row.id, row]));
-  const segments: Record<SegmentName, number[]> = { api: [], relay: [], queue: [], dispatch: [] };
+  const segments: Record<SegmentName, number[]> = { api: [], relay: [], queue: [], dispatch: [], published: [] };
   const firstTask: number[] = [];
   const complete: number[] = [];
   let missing = 0;
@@ -105,12 +108,16 @@ export async function openSample(stack: Stack, org: PipelineOrg, rate: number, s
     if (at === undefined) missing += 1;
     else firstTask.push(at - scheduledAt);
     const cut = cuts.get(id);
-    if (at !== undefined && cut?.claimed != null && cut.started != null) {
-      const [created, claimed, started] = [Number(cut.created), Number(cut.claimed), Number(cut.started)];
+    if (at !== undefined && cut?.started != null) {
+      const [created, started] = [Number(cut.created), Number(cut.started)];
       segments.api.push(created - scheduledAt);
-      segments.relay.push(claimed - created);
-      segments.queue.push(started - claimed);
+      segments.published.push(started - created);
       segments.dispatch.push(at - started);
+      // A run whose first job was published some other way than through the outbox has no claim to cut at.
+      if (cut.claimed != null) {
+        segments.relay.push(Number(cut.claimed) - created);
+        segments.queue.push(started - Number(cut.claimed));
+      }
     }
     const done = applied.get(id);
     if (done !== undefined) complete.push(done - scheduledAt);

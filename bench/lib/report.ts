@@ -409,15 +409,16 @@ export function markdown(results: Results): string {
       );
     out.push('');
     const segment = (name: SegmentName, pick: 'p50Ms' | 'p99Ms'): string =>
-      r(range(h2.samples.map((sample) => sample.segments?.[name][pick] ?? Number.NaN)), 2);
+      r(range(h2.samples.map((sample) => sample.segments?.[name]?.[pick] ?? Number.NaN)), 2);
     out.push(
       "Where the time to the first task request goes (each segment on its own, so the p99s do not add up; from the database's timestamps):",
       '',
       '| segment | p50 ms | p99 ms |',
       '|---|---|---|',
-      ...(Object.entries(SEGMENTS) as [SegmentName, string][]).map(
-        ([name, label]) => `| ${label} | ${segment(name, 'p50Ms')} | ${segment(name, 'p99Ms')} |`,
-      ),
+      ...(Object.entries(SEGMENTS) as [SegmentName, string][])
+        // A segment this run could not cut (no outbox claim for a run's first job) has no row.
+        .filter(([name]) => h2.samples.some((sample) => Number.isFinite(sample.segments?.[name]?.p50Ms)))
+        .map(([name, label]) => `| ${label} | ${segment(name, 'p50Ms')} | ${segment(name, 'p99Ms')} |`),
       '',
     );
     if (floor) {

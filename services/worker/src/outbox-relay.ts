@@ -2,6 +2,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import {
   ChannelListener,
   inTransaction,
+  JOB_RETENTION,
   nativePool,
   OUTBOX_CHANNEL,
   outboxJobId,
@@ -75,8 +76,6 @@ export async function pruneOutbox(pool: Pool, batch = PRUNE_BATCH, batches = PRU
   }
   return total;
 }
-
-export const JOB_RETENTION = { removeOnComplete: { age: 86_400, count: 1000 }, removeOnFail: { age: 7 * 86_400 } } as const;
 
 /**
  * Publishes outbox events to BullMQ. Rows are claimed with SKIP LOCKED, so any number of relays can

@@ -8,6 +8,7 @@ import {
   JOBS,
   MAX_RECONNECT_DELAY_MS,
   QUEUES,
+  JOB_RETENTION,
   randomAlphanumeric,
   resultDeadlines,
   taskDispatchJobId,
@@ -36,7 +37,7 @@ import {
 } from './engine/dispatch.ts';
 import { immediateExecutor, type RunExecutor } from './engine/executor.ts';
 import { expireResults, sweep, type IdleRunCursor } from './engine/sweeper.ts';
-import { JOB_RETENTION, OutboxRelay } from './outbox-relay.ts';
+import { OutboxRelay } from './outbox-relay.ts';
 
 export interface WorkerDeps {
   config: Config;

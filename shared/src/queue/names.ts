@@ -12,6 +12,15 @@ export const JOBS = {
 } as const;
 export type JobName = (typeof JOBS)[keyof typeof JOBS];
 
+/** How long finished jobs are kept: every publisher of a job uses these, so that its copies agree. */
+export const JOB_RETENTION = { removeOnComplete: { age: 86_400, count: 1000 }, removeOnFail: { age: 7 * 86_400 } } as const;
+
+/** A `run.created` job's data: the run, and the stage it was created in where it started one at once. */
+export interface RunCreatedJob {
+  runId: string;
+  stageId?: string;
+}
+
 /** Deterministic ids make re-publishing a no-op while the job exists (no `:` allowed in BullMQ ids). */
 export const runCreatedJobId = (runId: string): string => `run-created.${runId}`;
 

@@ -33,18 +33,15 @@ export interface LatencySample {
  * The way from the scheduled send to the first task request, cut where the database records a time
  * (this machine's clock for all: the load generator, PostgreSQL's now() at each transaction's start,
  * the worker's clock as an attempt starts, the task server): the API receiving the request and
- * beginning its transaction; its commit and the outbox relay's claim; BullMQ and the worker taking the
- * job up to the first delivery attempt (through an advance's transaction and its commit, or, for a run
- * created in its pre_plan stage, one claim); that attempt signing and POSTing the payload. The second
- * and third also as one (`published`), which compares two checkouts however each publishes a run's first
- * job: one without the outbox's hop for it has no claim to cut at.
+ * beginning its transaction; its commit, the API publishing the run's first job, and BullMQ and the
+ * worker taking it up to the first delivery attempt (for a run created in its pre_plan stage, one
+ * claim); that attempt signing and POSTing the payload. The outbox relay's claim of the run's event is
+ * no cut: since the API publishes that job itself, the relay's publication is the net, not the way.
  */
 export const SEGMENTS = {
   api: 'send → run created (HTTP, API until its transaction begins)',
-  relay: 'run created → outbox claimed (commit, NOTIFY, relay)',
-  queue: 'outbox claimed → first attempt starts (BullMQ, worker, advance or claim)',
+  published: 'run created → first attempt starts (commit, the API publishing the job, BullMQ, worker, claim)',
   dispatch: 'first attempt starts → first task request (payload, signature, POST)',
-  published: 'run created → first attempt starts (the two above as one, however the first job is published)',
 } as const;
 export type SegmentName = keyof typeof SEGMENTS;
 
@@ -89,17 +86,15 @@ export async function openSample(stack: Stack, org: PipelineOrg, rate: number, s
   const applied = new Map(rows.map((row) => [row.id, row.applied === null ? undefined : Number(row.applied)]));
   const times = stack.lean
     ? { rows: [] }
-    : await stack.db.query<{ id: string; created: number; claimed: number | null; started: number | null }>(
+    : await stack.db.query<{ id: string; created: number; started: number | null }>(
         `select r.id, extract(epoch from r.created_at) * 1000 as created,
-                (select extract(epoch from min(e.published_at)) * 1000 from outbox_events e
-                  where e.aggregate_id = r.id and e.topic = 'run.created') as claimed,
                 (select extract(epoch from min(da.started_at)) * 1000 from task_stages ts
                    join task_results tr on tr.task_stage_id = ts.id join delivery_attempts da on da.task_result_id = tr.id
                   where ts.run_id = r.id) as started
            from runs r`,
       );
   const cuts = new Map(times.rows.map((row) => [row.id, row]));
-  const segments: Record<SegmentName, number[]> = { api: [], relay: [], queue: [], dispatch: [], published: [] };
+  const segments: Record<SegmentName, number[]> = { api: [], published: [], dispatch: [] };
   const firstTask: number[] = [];
   const complete: number[] = [];
   let missing = 0;
@@ -113,11 +108,6 @@ export async function openSample(stack: Stack, org: PipelineOrg, rate: number, s
       segments.api.push(created - scheduledAt);
       segments.published.push(started - created);
       segments.dispatch.push(at - started);
-      // A run whose first job was published some other way than through the outbox has no claim to cut at.
-      if (cut.claimed != null) {
-        segments.relay.push(Number(cut.claimed) - created);
-        segments.queue.push(started - Number(cut.claimed));
-      }
     }
     const done = applied.get(id);
     if (done !== undefined) complete.push(done - scheduledAt);

@@ -18,8 +18,8 @@ import { checkInvariants, expectNoViolations } from '../support/invariants.ts';
  * Backing-service faults (reliability.md §4.2 group B).
  *
  * Redis reached through a TCP fault proxy that adds latency, becomes a blackhole, or resets every
- * connection, and Redis pausing every client (`CLIENT PAUSE`), while runs are being created. The API
- * writes to PostgreSQL only (the outbox relays to Redis later), so creates must keep answering 2xx
+ * connection, and Redis pausing every client (`CLIENT PAUSE`), while runs are being created. Creating a
+ * run writes to PostgreSQL only (the outbox relays to Redis later), so creates must keep answering 2xx
  * quickly; once the fault ends the worker resumes and every run completes.
  *
  * PostgreSQL reached by the worker through the same proxy (latency, blackhole, reset), and PostgreSQL

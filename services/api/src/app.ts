@@ -85,6 +85,7 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
     rateLimiter: deps.ops?.rateLimiter,
     dashboard: deps.ops?.dashboard,
     principalCache: deps.ops?.principalCache,
+    publishRunCreated: deps.ops?.publishRunCreated,
   };
   const readinessChecks = { postgres: async () => void (await deps.orm.em.fork().execute('select 1')), ...ops.readinessChecks };
   const routers = buildRouters(routes, ops);

@@ -1,5 +1,14 @@
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import { nativePool, type Config, type Logger, type Metrics, type ReadinessCheck, type SecretBox, type TaskClient } from '@runtasks/shared';
+import {
+  nativePool,
+  type Config,
+  type Logger,
+  type Metrics,
+  type ReadinessCheck,
+  type RunCreatedJob,
+  type SecretBox,
+  type TaskClient,
+} from '@runtasks/shared';
 import type { Middleware } from 'koa';
 import type { Pool } from 'pg';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
@@ -29,6 +38,11 @@ export interface ApiOps {
   dashboard: Middleware | undefined;
   /** Principals by token, forgotten on every change (AUTH_CACHE_TTL_SECONDS=0: none, every request asks the database). */
   principalCache: PrincipalCache | undefined;
+  /**
+   * Publishes a committed run's `run.created` job at once, without waiting (none: the outbox relay
+   * publishes it on its next poll, as it does whatever this misses).
+   */
+  publishRunCreated: ((job: RunCreatedJob) => void) | undefined;
 }
 
 export interface ApiState {

@@ -327,7 +327,8 @@ describe('crash tests: nothing is lost when processes and backing services die',
       50,
     );
 
-    // The API never touches Redis: runs are still created, fast, and their events wait in the outbox.
+    // Run creation never waits on Redis (this API, built without its operations, does not publish at
+    // once either): runs are still created, fast, and their events wait in the outbox.
     const during: string[] = [];
     const latencies = await createRuns(h, fixture, 40, 4, during);
     const [{ n: unpublished } = { n: 0 }] = await h.orm.em

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
-import { JOBS, outboxJobId, QUEUES, runCreatedJobId, type Config } from '@runtasks/shared';
+import { JOB_RETENTION, JOBS, outboxJobId, QUEUES, recordOutboxEvent, runCreatedJobId, type Config } from '@runtasks/shared';
 import { Queue, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { api, eventually, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
@@ -80,6 +80,11 @@ describe('outbox: a run-created event is never lost', () => {
     });
     expect(res.status).toBe(201);
     return res.body.data.id as string;
+  }
+
+  /** A run.advance event for the run, recorded as the API and the trigger record theirs (with its NOTIFY). */
+  async function wakeWithEvent(runId: string): Promise<void> {
+    await h.orm.em.fork().transactional((tx) => recordOutboxEvent(tx, JOBS.runAdvance, runId));
   }
 
   async function start(config: Config = h.config): Promise<RunningWorker> {
@@ -238,7 +243,10 @@ describe('outbox: a run-created event is never lost', () => {
             )
         ).map((row) => row.pid);
       const [pid] = await eventually(async () => ((await listeners()).length === 1 ? listeners() : undefined));
+      // A run's creation has no NOTIFY (the API publishes its job itself); a run.advance event has one,
+      // and the relay it wakes publishes the run's run.created event with it.
       const before = await postRun('before the listener is killed');
+      await wakeWithEvent(before);
       await eventually(publishedRow(before), 5_000);
 
       await h.orm.em.fork().getConnection().execute(`select pg_terminate_backend(?)`, [pid]);
@@ -248,6 +256,7 @@ describe('outbox: a run-created event is never lost', () => {
         return now.length === 1 && now[0] !== pid ? true : undefined;
       }, 10_000);
       const after = await postRun('after the listener came back');
+      await wakeWithEvent(after);
       await eventually(publishedRow(after), 5_000);
     } finally {
       await relay.stop();
@@ -291,7 +300,8 @@ describe('outbox: a run-created event is never lost', () => {
 
   it('with Redis unreachable, runs are still created and their events wait in the outbox until Redis is back', async () => {
     const down = await start({ ...h.config, redisUrl: UNREACHABLE_REDIS_URL });
-    // The API never touches Redis: creating runs still answers 201.
+    // This API publishes nothing itself (built without its operations, as one whose Redis is down
+    // publishes nothing): creating runs still answers 201.
     const runIds = [await postRun('redis down, first'), await postRun('redis down, second')];
     for (const runId of runIds) {
       const rows = await outboxRows(runId);
@@ -335,5 +345,91 @@ describe('outbox: a run-created event is never lost', () => {
       expect(row?.publish_attempts).toBe(1);
     }
     await stop(up);
+  });
+});
+
+/**
+ * The API, with its operations (as main.ts builds it), publishes a run's run.created job itself once the
+ * run has committed, so the first task request does not wait for the relay; the outbox event stays the
+ * net for a publication that did not happen (a crash after commit, Redis down), under the same job id.
+ */
+describe('outbox: the API publishes a created run at once', () => {
+  let h: Harness;
+  let f: Fixture;
+  let redis: Redis;
+  let queue: Queue;
+
+  beforeAll(async () => {
+    h = await startHarness({ ops: true });
+    f = await seedOrganization(h, 'publish-at-once');
+    redis = new Redis(h.config.redisUrl, { maxRetriesPerRequest: null });
+    queue = new Queue(QUEUES.runs, { connection: redis, prefix: h.config.queuePrefix });
+  });
+
+  afterAll(async () => {
+    if (queue) {
+      await queue.obliterate({ force: true });
+      await queue.close();
+    }
+    redis?.disconnect();
+    await h?.close();
+  });
+
+  async function postRun(harness: Harness, fixture: Fixture, message: string): Promise<string> {
+    const res = await api(harness, 'post', '/runs', fixture.organizationToken, {
+      data: {
+        type: 'runs',
+        attributes: { message },
+        relationships: { workspace: { data: { type: 'workspaces', id: fixture.workspaceId } } },
+      },
+    });
+    expect(res.status).toBe(201);
+    return res.body.data.id as string;
+  }
+
+  const unpublished = async (harness: Harness, runId: string): Promise<number> => {
+    const [row] = await harness.orm.em
+      .fork()
+      .getConnection()
+      .execute<{ count: number }[]>(`select count(*)::int as count from outbox_events where aggregate_id = ? and published_at is null`, [
+        runId,
+      ]);
+    return row?.count ?? -1;
+  };
+
+  it("adds the job with no relay running; the relay's later publication of the event is a no-op", async () => {
+    // No worker and no relay: only the API can have added it.
+    const runId = await postRun(h, f, 'published by the API');
+    const job = await eventually(() => queue.getJob(runCreatedJobId(runId)));
+    expect(job.name).toBe(JOBS.runCreated);
+    expect(job.data).toEqual({ runId });
+    expect(job.opts.removeOnComplete).toEqual(JOB_RETENTION.removeOnComplete);
+    expect(await unpublished(h, runId)).toBe(1);
+
+    const relay = new OutboxRelay({ orm: h.orm, queue, databaseUrl: h.config.databaseUrl, pollIntervalMs: 60_000, logger: h.logger });
+    try {
+      expect(await relay.drain()).toBe(1);
+    } finally {
+      await relay.stop();
+    }
+    expect(await unpublished(h, runId)).toBe(0);
+    const jobs = (await queue.getJobs(['wait', 'active', 'completed', 'failed', 'delayed', 'prioritized'])).filter(
+      (each) => (each.data as { runId?: string }).runId === runId,
+    );
+    expect(jobs.map((each) => each.id)).toEqual([runCreatedJobId(runId)]);
+  });
+
+  it('with its Redis unreachable, a create answers 201 and leaves the event to the relay', async () => {
+    const timers = new SocketDestroyTimers();
+    timers.track();
+    const down = await startHarness({ ops: true, env: { REDIS_URL: UNREACHABLE_REDIS_URL } });
+    try {
+      const fixture = await seedOrganization(down, 'publish-redis-down');
+      const runId = await postRun(down, fixture, 'redis down');
+      expect(await unpublished(down, runId)).toBe(1);
+    } finally {
+      await down.close();
+      await timers.settle();
+    }
   });
 });

@@ -1,12 +1,16 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import {
+  JOB_RETENTION,
+  JOBS,
   Metrics,
   nativePool,
   pendingMigrations,
   PRINCIPALS_CHANNEL,
   QUEUES,
+  runCreatedJobId,
   type Config,
   type Logger,
+  type RunCreatedJob,
   type SecretBox,
 } from '@runtasks/shared';
 import { Queue } from 'bullmq';
@@ -22,11 +26,14 @@ export interface ApiOpsHandle {
   close(): Promise<void>;
 }
 
+/** How long a run.created job published at once may wait for Redis before it is left to the relay. */
+const PUBLISH_TIMEOUT_MS = 2_000;
+
 /**
- * What the API process needs for operations: one Redis connection (rate limits, readiness, the
- * dashboard's view of the queues), metrics, readiness checks, and the principal cache with its
- * PostgreSQL LISTEN connection. Redis being down never blocks a request path: commands fail fast (no
- * offline queue) and readiness reports it.
+ * What the API process needs for operations: Redis connections (rate limits and readiness; the
+ * dashboard's view of the queues; run.created jobs published at once), metrics, readiness checks, and
+ * the principal cache with its PostgreSQL LISTEN connection. Redis being down never blocks a request
+ * path: commands fail fast (no offline queue) and readiness reports it.
  */
 export function createApiOps(options: {
   config: Config;
@@ -44,6 +51,28 @@ export function createApiOps(options: {
   queue.on('error', (error) => logger.warn({ err: error }, 'dashboard queue error'));
   const metrics = options.metrics ?? new Metrics();
   metrics.watchQueue(queue);
+
+  // A run's first job, published as soon as the run has committed rather than when the outbox relay
+  // next polls (the event has no NOTIFY). Never awaited, on a connection of its own that fails fast: only
+  // while it is ready, no offline queue, and a command Redis does not answer (a network that drops
+  // packets) given up after a while, so an outage neither holds a request nor piles commands up, and the
+  // relay publishes those runs' events once Redis is back. The same name, data, id and retention as the
+  // relay's publication of the event, so that whichever comes second is a no-op.
+  const publishRedis = new Redis(config.redisUrl, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: PUBLISH_TIMEOUT_MS,
+    connectTimeout: 3000,
+  });
+  publishRedis.on('error', () => undefined);
+  const publishQueue = new Queue(QUEUES.runs, { connection: publishRedis, prefix: config.queuePrefix });
+  publishQueue.on('error', () => undefined);
+  const publishRunCreated = (job: RunCreatedJob): void => {
+    if (publishRedis.status !== 'ready') return;
+    publishQueue.add(JOBS.runCreated, job, { jobId: runCreatedJobId(job.runId), ...JOB_RETENTION }).catch((error: unknown) => {
+      logger.debug({ err: error, runId: job.runId }, 'run.created not published at once; the outbox relay publishes it');
+    });
+  };
 
   const principalCache =
     config.authCacheTtlMs > 0
@@ -68,6 +97,7 @@ export function createApiOps(options: {
     rateLimiter: config.rateLimitPerSecond > 0 ? createRateLimiter(redis, config.queuePrefix, config.rateLimitPerSecond) : undefined,
     dashboard: createDashboard({ queues: [queue], readOnly: config.dashboardReadOnly, orm, secrets }),
     principalCache,
+    publishRunCreated,
     readinessChecks: {
       redis: async () => {
         if ((await redis.ping()) !== 'PONG') throw new Error('unexpected PING answer');
@@ -88,8 +118,10 @@ export function createApiOps(options: {
     async close() {
       await principalCache?.stop();
       await queue.close().catch(() => undefined);
+      await publishQueue.close().catch(() => undefined);
       redis.disconnect();
       queueRedis.disconnect();
+      publishRedis.disconnect();
     },
   };
 }

@@ -90,7 +90,7 @@ async function upload(ctx: ApiContext): Promise<void> {
   const check = checkArchive(archive, ctx.deps.config.configurationVersionMaxBytes);
   if (!check.ok && !check.errored) throw new ApiError(check.status, 'invalid archive', check.detail);
   const status = check.ok ? 'uploaded' : 'errored';
-  await inTransaction(await nativePool(em), async (client) => {
+  const queued = await inTransaction(await nativePool(em), async (client) => {
     const claimed = await client.query(
       numbered(`update configuration_versions set status = ?, error_message = ?, archive = ?, archive_size = ?, upload_token_hash = null,
               status_timestamps = status_timestamps || jsonb_build_object(?::text, ${DB_NOW_ISO}), updated_at = now()
@@ -99,26 +99,27 @@ async function upload(ctx: ApiContext): Promise<void> {
     );
     // A concurrent upload to the same URL won: this one found a used URL.
     if (claimed.rowCount === 0) throw notFound();
-    if (check.ok && version.autoQueueRuns) {
-      const organization = version.workspace.organization;
-      const place = { workspaceId: version.workspace.id, organizationId: organization.id, globalEntitled: isGlobalEntitled(organization) };
-      await createRunIn(
-        client,
-        place,
-        {
-          message: 'Triggered via API',
-          planOnly: version.speculative,
-          isDestroy: false,
-          autoApply: version.workspace.autoApply,
-          planJson: null,
-          configurationVersionId: version.id,
-          createdBy: null,
-        },
-        (resultId) => issueCallbackToken(ctx.deps.secrets, resultId),
-        resultDeadlines(ctx.deps.config),
-      );
-    }
+    if (!check.ok || !version.autoQueueRuns) return undefined;
+    const organization = version.workspace.organization;
+    const place = { workspaceId: version.workspace.id, organizationId: organization.id, globalEntitled: isGlobalEntitled(organization) };
+    return createRunIn(
+      client,
+      place,
+      {
+        message: 'Triggered via API',
+        planOnly: version.speculative,
+        isDestroy: false,
+        autoApply: version.workspace.autoApply,
+        planJson: null,
+        configurationVersionId: version.id,
+        createdBy: null,
+      },
+      (resultId) => issueCallbackToken(ctx.deps.secrets, resultId),
+      resultDeadlines(ctx.deps.config),
+    );
   });
+  // Committed: the auto-queued run's job goes to the workers now, as a created run's does.
+  if (queued) ctx.deps.ops?.publishRunCreated?.(queued);
   if (!check.ok) throw new ApiError(check.status, 'invalid archive', check.detail);
   respond(ctx, 200);
 }

@@ -198,7 +198,7 @@ async function create(ctx: ApiContext): Promise<void> {
     configurationVersionId: configurationVersion?.id ?? null,
     createdBy: ctx.state.principal.tokenId,
   };
-  const { run, stageIds } = await createRun(
+  const { run, stageIds, job } = await createRun(
     await poolOf(ctx),
     place,
     input,
@@ -206,6 +206,8 @@ async function create(ctx: ApiContext): Promise<void> {
     (resultId) => issueCallbackToken(ctx.deps.secrets, resultId),
     resultDeadlines(ctx.deps.config),
   );
+  // Committed: its job goes to the workers now, not on the relay's next poll (which publishes it too).
+  ctx.deps.ops?.publishRunCreated?.(job);
   respond(ctx, 201, single(serializeRun(run, stageIds)));
 }
 

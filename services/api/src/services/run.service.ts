@@ -9,7 +9,6 @@ import {
   JOBS,
   newId,
   numbered,
-  OUTBOX_CHANNEL,
   PLANNABLE_TASKS_SQL,
   planRows,
   prepared,
@@ -24,6 +23,7 @@ import {
   type ResultDeadlines,
   type Run,
   type RunAction,
+  type RunCreatedJob,
   type TaskRow,
 } from '@runtasks/shared';
 import type { RunView } from '../serializers/run.serializer.ts';
@@ -47,12 +47,14 @@ export interface RunPlace {
 }
 
 /**
- * A run, its `run.created` outbox event (with its NOTIFY) and its planned task stages and results, in
- * one statement: atomic without an explicit transaction, and the same text whatever the number of
- * stages and tasks (arrays), so it is prepared. A run with a stage to start at once (pre_plan tasks)
- * is created in it, with that stage and its results running, and its event names the stage, whose
- * results the worker then claims and delivers; any other run is `pending` (its event wakes the worker's
- * advance). Returns the run's created_at and status timestamps.
+ * A run, its `run.created` outbox event and its planned task stages and results, in one statement:
+ * atomic without an explicit transaction, and the same text whatever the number of stages and tasks
+ * (arrays), so it is prepared. A run with a stage to start at once (pre_plan tasks) is created in it,
+ * with that stage and its results running, and its event names the stage, whose results the worker
+ * then claims and delivers; any other run is `pending` (its event wakes the worker's advance). The
+ * event has no NOTIFY: the API publishes its job itself once this has committed (createRun's caller),
+ * and the relay, on its next poll, publishes whatever that missed. Returns the run's created_at and
+ * status timestamps.
  */
 const CREATE_RUN_SQL = `with run as (
     insert into runs (id, organization_id, workspace_id, plan_id, status, status_timestamps, message, is_destroy, plan_only, auto_apply,
@@ -63,16 +65,17 @@ const CREATE_RUN_SQL = `with run as (
     returning created_at, status_timestamps),
   event as (
     insert into outbox_events (topic, aggregate_id, payload, created_at, publish_attempts)
-    select ?::text, ?::text, jsonb_strip_nulls(jsonb_build_object('runId', ?::text, 'stageId', ?::text)), now(), 0 returning aggregate_id),
-  notified as (select pg_notify(?, aggregate_id) from event),
+    select ?::text, ?::text, jsonb_strip_nulls(jsonb_build_object('runId', ?::text, 'stageId', ?::text)), now(), 0),
   stages as (${INSERT_STAGES_SQL}),
   results as (${INSERT_RESULTS_SQL})
-  select created_at, status_timestamps, (select count(*) from notified) as notified from run`;
+  select created_at, status_timestamps from run`;
 
 const CREATE_RUN = prepared('create-run', numbered(CREATE_RUN_SQL));
 
 interface RunCreation {
   params: unknown[];
+  /** The `run.created` job's data, as its outbox event's payload has it. */
+  job: RunCreatedJob;
   /** The run as created, once its created_at and status timestamps are known; its stages' ids in lifecycle order. */
   view: (createdAt: Date, statusTimestamps: Record<string, string>) => RunView;
   stageIds: string[];
@@ -94,6 +97,7 @@ function runCreation(
     { planOnly: input.planOnly, autoApply: input.autoApply, overridesEnabled: false },
     planned.stages.map((stage) => stage.stage),
   );
+  const startedStageId = started ? stageIds.get(started.stage) : undefined;
   const start = started && { stage: started.stage, ...deadlines };
   const status = started?.runStatus ?? 'pending';
   const params = [
@@ -115,8 +119,7 @@ function runCreation(
     JOBS.runCreated,
     id,
     id,
-    started ? stageIds.get(started.stage) : null,
-    OUTBOX_CHANNEL,
+    startedStageId ?? null,
     ...insertStagesParams(id, planned.stages, start),
     ...insertResultsParams(planned.results, stageIds, input.planOnly, issueToken, start),
   ];
@@ -134,15 +137,17 @@ function runCreation(
     planId,
     configurationVersionId: input.configurationVersionId,
   });
-  return { params, view, stageIds: planned.stages.map((stage) => stage.id) };
+  const job = startedStageId === undefined ? { runId: id } : { runId: id, stageId: startedStageId };
+  return { params, job, view, stageIds: planned.stages.map((stage) => stage.id) };
 }
 
 /**
  * Creates a run with its task stages and results and its `run.created` outbox event, atomically.
- * Redis is not touched: the worker's relay publishes the event after commit (woken by NOTIFY), so a
- * crash at any point either loses nothing or creates nothing. `tasks` are the workspace's plannable
- * tasks, read by the caller (with the workspace, in one statement); `issueToken` issues each result's
- * access token. Returns the run and its stages' ids.
+ * Redis is not touched here: the caller may publish the returned job at once (the API does), and the
+ * worker's relay publishes the event on its next poll either way, under the same job id, so a crash at
+ * any point either loses nothing or creates nothing. `tasks` are the workspace's plannable tasks, read
+ * by the caller (with the workspace, in one statement); `issueToken` issues each result's access token.
+ * Returns the run, its stages' ids and its `run.created` job's data.
  */
 export async function createRun(
   db: Queryable,
@@ -151,27 +156,28 @@ export async function createRun(
   tasks: readonly TaskRow[],
   issueToken: CallbackTokenIssuer,
   deadlines: ResultDeadlines,
-): Promise<{ run: RunView; stageIds: string[] }> {
+): Promise<{ run: RunView; stageIds: string[]; job: RunCreatedJob }> {
   const creation = runCreation(place, input, tasks, issueToken, deadlines);
   const [row] = await runPrepared<{ created_at: Date; status_timestamps: Record<string, string> }>(db, CREATE_RUN, creation.params);
   return {
     run: creation.view(new Date(row?.created_at ?? Date.now()), row?.status_timestamps ?? {}),
     stageIds: creation.stageIds,
+    job: creation.job,
   };
 }
 
 const PLANNABLE_TASKS = prepared('plannable-tasks', numbered(PLANNABLE_TASKS_SQL));
 
-/** As createRun, on a client inside a caller's transaction, planning from the database. */
+/** As createRun, on a client inside a caller's transaction, planning from the database. Returns the run's job, to publish after commit. */
 export async function createRunIn(
   client: Queryable,
   place: RunPlace,
   input: CreateRunInput,
   issueToken: CallbackTokenIssuer,
   deadlines: ResultDeadlines,
-): Promise<void> {
+): Promise<RunCreatedJob> {
   const tasks = await runPrepared<TaskRow>(client, PLANNABLE_TASKS, [place.workspaceId, place.organizationId, place.globalEntitled]);
-  await createRun(client, place, input, tasks, issueToken, deadlines);
+  return (await createRun(client, place, input, tasks, issueToken, deadlines)).job;
 }
 
 /**

@@ -23,6 +23,28 @@ interface OutboxRow {
   publish_attempts: number;
 }
 
+/** Creates a run in the fixture's workspace through the harness's API; its id. */
+async function postRunIn(harness: Harness, fixture: Fixture, message: string): Promise<string> {
+  const res = await api(harness, 'post', '/runs', fixture.organizationToken, {
+    data: {
+      type: 'runs',
+      attributes: { message },
+      relationships: { workspace: { data: { type: 'workspaces', id: fixture.workspaceId } } },
+    },
+  });
+  expect(res.status).toBe(201);
+  return res.body.data.id as string;
+}
+
+/** A suite's queue emptied and closed, and its connection with it. */
+async function closeQueue(queue: Queue | undefined, redis: Redis | undefined): Promise<void> {
+  if (queue) {
+    await queue.obliterate({ force: true });
+    await queue.close();
+  }
+  redis?.disconnect();
+}
+
 describe('outbox: a run-created event is never lost', () => {
   let h: Harness;
   let f: Fixture;
@@ -74,13 +96,7 @@ describe('outbox: a run-created event is never lost', () => {
     };
   }
 
-  async function postRun(message: string): Promise<string> {
-    const res = await api(h, 'post', '/runs', f.organizationToken, {
-      data: { type: 'runs', attributes: { message }, relationships: { workspace: { data: { type: 'workspaces', id: f.workspaceId } } } },
-    });
-    expect(res.status).toBe(201);
-    return res.body.data.id as string;
-  }
+  const postRun = (message: string): Promise<string> => postRunIn(h, f, message);
 
   /** A run.advance event for the run, recorded as the API and the trigger record theirs (with its NOTIFY). */
   async function wakeWithEvent(runId: string): Promise<void> {
@@ -123,11 +139,7 @@ describe('outbox: a run-created event is never lost', () => {
   });
 
   afterAll(async () => {
-    if (queue) {
-      await queue.obliterate({ force: true });
-      await queue.close();
-    }
-    redis?.disconnect();
+    await closeQueue(queue, redis);
     await h?.close();
     await disconnectTimers.settle();
   });
@@ -367,25 +379,9 @@ describe('outbox: the API publishes a created run at once', () => {
   });
 
   afterAll(async () => {
-    if (queue) {
-      await queue.obliterate({ force: true });
-      await queue.close();
-    }
-    redis?.disconnect();
+    await closeQueue(queue, redis);
     await h?.close();
   });
-
-  async function postRun(harness: Harness, fixture: Fixture, message: string): Promise<string> {
-    const res = await api(harness, 'post', '/runs', fixture.organizationToken, {
-      data: {
-        type: 'runs',
-        attributes: { message },
-        relationships: { workspace: { data: { type: 'workspaces', id: fixture.workspaceId } } },
-      },
-    });
-    expect(res.status).toBe(201);
-    return res.body.data.id as string;
-  }
 
   const unpublished = async (harness: Harness, runId: string): Promise<number> => {
     const [row] = await harness.orm.em
@@ -399,7 +395,7 @@ describe('outbox: the API publishes a created run at once', () => {
 
   it("adds the job with no relay running; the relay's later publication of the event is a no-op", async () => {
     // No worker and no relay: only the API can have added it.
-    const runId = await postRun(h, f, 'published by the API');
+    const runId = await postRunIn(h, f, 'published by the API');
     const job = await eventually(() => queue.getJob(runCreatedJobId(runId)));
     expect(job.name).toBe(JOBS.runCreated);
     expect(job.data).toEqual({ runId });
@@ -425,7 +421,7 @@ describe('outbox: the API publishes a created run at once', () => {
     const down = await startHarness({ ops: true, env: { REDIS_URL: UNREACHABLE_REDIS_URL } });
     try {
       const fixture = await seedOrganization(down, 'publish-redis-down');
-      const runId = await postRun(down, fixture, 'redis down');
+      const runId = await postRunIn(down, fixture, 'redis down');
       expect(await unpublished(down, runId)).toBe(1);
     } finally {
       await down.close();

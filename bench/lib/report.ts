@@ -416,7 +416,7 @@ export function markdown(results: Results): string {
       '| segment | p50 ms | p99 ms |',
       '|---|---|---|',
       ...(Object.entries(SEGMENTS) as [SegmentName, string][])
-        // A segment this run could not cut (no outbox claim for a run's first job) has no row.
+        // A segment a run's file lacks (one written before the segment was cut) has no row.
         .filter(([name]) => h2.samples.some((sample) => Number.isFinite(sample.segments?.[name]?.p50Ms)))
         .map(([name, label]) => `| ${label} | ${segment(name, 'p50Ms')} | ${segment(name, 'p99Ms')} |`),
       '',

@@ -1,25 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { expectError, expectNotFound, uniqueName } from '../../../test/support/assertions.ts';
+import { configurationArchive } from '../../../test/support/archives.ts';
 import { api, eventually, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
 
-/** A real .tar.gz of a one-file Terraform configuration, made by the system's tar. */
-function configurationArchive(): Buffer {
-  const dir = mkdtempSync(join(tmpdir(), 'runtasks-cv-'));
-  try {
-    writeFileSync(join(dir, 'main.tf'), 'resource "null_resource" "example" {}\n');
-    return execFileSync('tar', ['-czf', '-', '-C', dir, 'main.tf']);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
+/** The configuration these uploads carry. */
+const NULL_RESOURCE = 'resource "null_resource" "example" {}\n';
 
 describe('what go-tfe’s own run task tests need', () => {
   let h: Harness;
@@ -156,7 +145,7 @@ describe('what go-tfe’s own run task tests need', () => {
       const version = await createVersion();
       expect(version.attributes).toMatchObject({ status: 'pending', 'auto-queue-runs': false, speculative: false });
       expect(String(version.attributes['upload-url'])).toMatch(/^http:\/\/runtasks\.test\/api\/v2\/uploads\/configuration-versions\//);
-      const archive = configurationArchive();
+      const archive = configurationArchive(NULL_RESOURCE);
       expect((await put(version.attributes['upload-url'], archive)).status).toBe(200);
       const status = await eventually(async () => {
         const res = await api(h, 'get', `/configuration-versions/${version.id}`, f.organizationToken);
@@ -230,11 +219,11 @@ describe('what go-tfe’s own run task tests need', () => {
     it('upload edge cases: wrong or reused URL → 404, oversize → 413, not gzip → 422, gzip but not tar → errored', async () => {
       const version = await createVersion();
       const url = String(version.attributes['upload-url']);
-      expectNotFound(await put(`${url}x`, configurationArchive()));
+      expectNotFound(await put(`${url}x`, configurationArchive(NULL_RESOURCE)));
       expect((await put(url, Buffer.alloc(70_000, 1))).status).toBe(413);
       expectError(await put(url, Buffer.from('plain text, not an archive')), 422);
-      expect((await put(url, configurationArchive())).status).toBe(200);
-      expectNotFound(await put(url, configurationArchive()));
+      expect((await put(url, configurationArchive(NULL_RESOURCE))).status).toBe(200);
+      expectNotFound(await put(url, configurationArchive(NULL_RESOURCE)));
 
       const broken = await createVersion();
       expectError(await put(broken.attributes['upload-url'], gzipSync(Buffer.from('not a tar archive at all'))), 422);
@@ -248,7 +237,7 @@ describe('what go-tfe’s own run task tests need', () => {
       await h.orm.em
         .fork()
         .execute(`update configuration_versions set upload_expires_at = now() - interval '1 second' where id = ?`, [version.id]);
-      expectNotFound(await put(version.attributes['upload-url'], configurationArchive()));
+      expectNotFound(await put(version.attributes['upload-url'], configurationArchive(NULL_RESOURCE)));
     });
 
     it('a run refuses a version that is not uploaded or belongs elsewhere', async () => {
@@ -269,7 +258,7 @@ describe('what go-tfe’s own run task tests need', () => {
 
     it('auto-queue-runs creates a run when the archive arrives; a speculative version makes a plan-only run', async () => {
       const version = await createVersion({ 'auto-queue-runs': true, speculative: true });
-      expect((await put(version.attributes['upload-url'], configurationArchive())).status).toBe(200);
+      expect((await put(version.attributes['upload-url'], configurationArchive(NULL_RESOURCE))).status).toBe(200);
       const runs = await api(h, 'get', `/workspaces/${f.workspaceId}/runs`, f.organizationToken);
       const queued = runs.body.data.find(
         (run: { relationships: { 'configuration-version': { data: { id: string } | null } } }) =>

@@ -1,14 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CALLBACK_TOKEN_PREFIX, DeliveryAttempt, generateToken, newId, TaskResultOutcome } from '@runtasks/shared';
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { ROUTES } from '../src/routes/index.ts';
 import type { RouteDef } from '../src/routes/define.ts';
+import { configurationArchive } from '../../../test/support/archives.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
 import {
   api,
@@ -361,17 +358,6 @@ const authOf = (route: RouteDef): string => route.auth;
 const TOKEN_ROUTES = ROUTES.filter((route) => authOf(route) === 'token' || authOf(route) === 'token-or-task');
 const CALLBACK_ROUTES = ROUTES.filter((route) => authOf(route) === 'callback');
 const KNOWN_AUTH = ['public', 'token', 'token-or-task', 'callback'];
-
-/** A real .tar.gz of a one-file Terraform configuration, made by the system's tar. */
-function configurationArchive(content: string): Buffer {
-  const dir = mkdtempSync(join(tmpdir(), 'runtasks-isolation-'));
-  try {
-    writeFileSync(join(dir, 'main.tf'), content);
-    return execFileSync('tar', ['-czf', '-', '-C', dir, 'main.tf']);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
 
 /** The upload limit of this file's API (CONFIGURATION_VERSION_MAX_BYTES): small, so an oversize upload is cheap. */
 const MAX_UPLOAD_BYTES = 16 * 1024;

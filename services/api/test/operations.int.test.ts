@@ -1,12 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Metrics, REDACT_PATHS } from '@runtasks/shared';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { startRunTaskServer, type RunTaskServer } from '../../../examples/run-task-server/server.ts';
+import { configurationArchive } from '../../../test/support/archives.ts';
 import { expectError, type Response } from '../../../test/support/assertions.ts';
 import {
   api,
@@ -31,17 +29,6 @@ import { freePort, PrivateRedis, probe, readiness } from '../../../test/support/
  */
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-
-/** A gzipped tarball with one main.tf, as `terraform` uploads it. */
-function configurationArchive(): Buffer {
-  const dir = mkdtempSync(join(tmpdir(), 'runtasks-ops-'));
-  try {
-    writeFileSync(join(dir, 'main.tf'), 'terraform {}\n');
-    return execFileSync('tar', ['-czf', '-', '-C', dir, 'main.tf']);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
 
 describe('probes: /healthz and /readyz follow Redis going away and coming back', () => {
   let h: Harness;

@@ -1,10 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { configurationArchive } from '../../../test/support/archives.ts';
 import { api, eventually, seedOrganization } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
 import { startWorker, type RunningWorker } from '../src/worker.ts';
@@ -82,10 +79,7 @@ describe('a pre-plan task reads the run’s configuration with its access token'
     const version = await api(h, 'post', `/workspaces/${f.workspaceId}/configuration-versions`, f.organizationToken, {
       data: { type: 'configuration-versions', attributes: { 'auto-queue-runs': false } },
     });
-    const dir = mkdtempSync(join(tmpdir(), 'runtasks-preplan-'));
-    writeFileSync(join(dir, 'main.tf'), 'terraform {}\n');
-    const archive = execFileSync('tar', ['-czf', '-', '-C', dir, 'main.tf']);
-    rmSync(dir, { recursive: true, force: true });
+    const archive = configurationArchive();
     const upload = await fetch(String(version.body.data.attributes['upload-url']), { method: 'PUT', body: archive });
     expect(upload.status).toBe(200);
 

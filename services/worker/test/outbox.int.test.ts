@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/glob
 import { JOB_RETENTION, JOBS, outboxJobId, QUEUES, recordOutboxEvent, runCreatedJobId, type Config } from '@runtasks/shared';
 import { Queue, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
+import { configurationArchive } from '../../../test/support/archives.ts';
 import { api, eventually, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
 import { SocketDestroyTimers } from '../../../test/support/ioredis-timers.ts';
@@ -413,6 +414,26 @@ describe('outbox: the API publishes a created run at once', () => {
       (each) => (each.data as { runId?: string }).runId === runId,
     );
     expect(jobs.map((each) => each.id)).toEqual([runCreatedJobId(runId)]);
+  });
+
+  it("publishes the run an upload queues (auto-queue-runs) once the upload's transaction has committed", async () => {
+    const version = await api(h, 'post', `/workspaces/${f.workspaceId}/configuration-versions`, f.organizationToken, {
+      data: { type: 'configuration-versions', attributes: { 'auto-queue-runs': true } },
+    });
+    expect(version.status).toBe(201);
+    const archive = configurationArchive();
+    // The upload URL is absolute and tokenless, as go-tfe uses it.
+    const uploadPath = new URL(String(version.body.data.attributes['upload-url'])).pathname;
+    expect((await h.http.put(uploadPath).set('Content-Type', 'application/octet-stream').send(archive)).status).toBe(200);
+    const [queued] = await h.orm.em
+      .fork()
+      .getConnection()
+      .execute<{ id: string }[]>(`select id from runs where configuration_version_id = ?`, [version.body.data.id]);
+    const runId = queued?.id ?? '';
+    // No worker and no relay: only the API can have added it.
+    const job = await eventually(() => queue.getJob(runCreatedJobId(runId)));
+    expect(job.data).toEqual({ runId });
+    expect(await unpublished(h, runId)).toBe(1);
   });
 
   it('with its Redis unreachable, a create answers 201 and leaves the event to the relay', async () => {

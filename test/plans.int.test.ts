@@ -3,7 +3,8 @@ import { nativePool, newId, numbered, type PreparedStatement } from '@runtasks/s
 import type { PoolClient } from 'pg';
 import { CALLBACK } from '../services/api/src/routes/callback.routes.ts';
 import { taskPageText } from '../services/api/src/routes/run-tasks.routes.ts';
-import { ACKNOWLEDGE, CLAIM, CLAIM_STARTED_AT_CREATION } from '../services/worker/src/engine/dispatch.ts';
+import { ACKNOWLEDGE, Acknowledgements, CLAIM, CLAIM_STARTED_AT_CREATION } from '../services/worker/src/engine/dispatch.ts';
+import type { DispatchRow } from '../services/worker/src/engine/task-payload.ts';
 import { RUNS_SNAPSHOT_SQL } from '../services/worker/src/engine/advance-run.ts';
 import {
   EXPIRE_IN_FLIGHT_SQL,
@@ -155,9 +156,10 @@ describe('statements that settle on a generic plan', () => {
 
 /**
  * The advance's write gets the results it starts as arrays, whose length a generic plan cannot know:
- * left to choose, PostgreSQL planned it for its values at every execution (~0.4 ms each). The advances
- * run on a pool of their own whose sessions run generic plans that read by index (one connection here:
- * pg_prepared_statements and the cached plans are the advances' own).
+ * left to choose, PostgreSQL planned it for its values at every execution (~0.4 ms each). The same holds
+ * for the acknowledgements, which take a batch's attempts as arrays. Both run on a pool of their own
+ * whose sessions run generic plans that read by index (one connection here: pg_prepared_statements and
+ * the cached plans are that pool's own).
  */
 describe("the advance's statements", () => {
   let fx: AdvanceFixture;
@@ -171,19 +173,28 @@ describe("the advance's statements", () => {
 
   it('run their generic plans from the first execution, reading by index', async () => {
     let started = 0;
+    const startedRows: DispatchRow[] = [];
     for (let run = 0; run < 8; run += 1) {
       // Starts the run's first stage and its two results: the write with every part (stage, results, run).
       const runId = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
-      started += (await fx.advance(runId)).length;
+      const results = await fx.advance(runId);
+      started += results.length;
+      startedRows.push(...results.map((result) => result.row));
     }
     expect(started).toBe(16);
+    // The worker's acknowledgements, on the same pool: one statement per result, as when each arrives alone.
+    const acknowledgements = new Acknowledgements(async () => fx.advancePool);
+    for (const row of startedRows) await acknowledgements.write([row.id, 1, new Date(), 5, 200, null, '']);
     const client = await fx.advancePool.connect();
     try {
       const { rows } = await client.query<{ name: string; generic_plans: string; custom_plans: string; parameters: number }>(
         `select name, generic_plans, custom_plans, cardinality(parameter_types) as parameters from pg_prepared_statements
-          where name like 'advance-write%' or name = 'run-advance-read' order by name`,
+          where name like 'advance-write%' or name in ('run-advance-read', $1) order by name`,
+        [ACKNOWLEDGE.name],
       );
-      expect(rows.map((row) => row.name)).toEqual(expect.arrayContaining(['run-advance-read']));
+      expect(rows.map((row) => row.name)).toEqual(expect.arrayContaining(['run-advance-read', ACKNOWLEDGE.name]));
+      const acknowledged = rows.find((row) => row.name === ACKNOWLEDGE.name);
+      expect(Number(acknowledged?.generic_plans)).toBe(16);
       expect(rows.some((row) => row.name.startsWith('advance-write'))).toBe(true);
       for (const row of rows) expect({ name: row.name, custom: row.custom_plans }).toEqual({ name: row.name, custom: '0' });
       // Eight advances, each a read and a write.

@@ -114,7 +114,9 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     taskClient,
     publicBaseUrl: deps.config.publicBaseUrl,
     retryDelaysMs: deps.config.taskRetryDelaysMs,
-    acknowledgements: new Acknowledgements(() => nativePool(deps.orm.em)),
+    // On the advances' pool too: left to choose, PostgreSQL plans this statement for its arrays at
+    // every execution (each acknowledgement batch), which costs more than running it.
+    acknowledgements: new Acknowledgements(async () => advanceDb.pool),
     onDelivery: (outcome: DeliveryOutcome) => {
       const label = outcome.kind === 'response' ? (outcome.status === 200 ? 'acknowledged' : `http_${outcome.status}`) : outcome.errorKind;
       metrics.taskRequestDuration.observe({ outcome: label }, outcome.durationMs / 1000);

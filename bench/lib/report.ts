@@ -173,6 +173,31 @@ export function slopeOf(tasks: readonly PipelineResult[]): { a: number; b: numbe
   return fitLine(tasks.map((result) => ({ x: 2 * result.config.tasks, y: result.cpuMsPerRun.median })));
 }
 
+/** The slope of each process's CPU-ms per run, and of the WAL's KB per run, over S·T (see slopeOf). */
+export function slopesByPart(tasks: readonly PipelineResult[]): Map<string, number> | undefined {
+  if (tasks.length < 2) return undefined;
+  const slopes = new Map<string, number>();
+  const roles = Object.keys(tasks[0]?.cpuMsPerRunByRole ?? {}) as (keyof PipelineResult['cpuMsPerRunByRole'])[];
+  for (const role of roles)
+    slopes.set(role, fitLine(tasks.map((result) => ({ x: 2 * result.config.tasks, y: result.cpuMsPerRunByRole[role] }))).b);
+  slopes.set('WAL KB', fitLine(tasks.map((result) => ({ x: 2 * result.config.tasks, y: result.walBytesPerRun / 1024 }))).b);
+  return slopes;
+}
+
+/** "api 0.28 (lean 0.20), worker …": where an extra task result's cost goes, process by process. */
+function slopesLine(tasks: readonly PipelineResult[], lean: readonly PipelineResult[] | undefined): string | undefined {
+  const ours = slopesByPart(tasks);
+  if (!ours) return undefined;
+  const theirs = lean && lean.length >= 3 ? slopesByPart(lean) : undefined;
+  const parts = [...ours]
+    .filter(([part]) => part !== 'postgres-bg' && part !== 'loadgen')
+    .map(([part, slope]) => {
+      const leanSlope = theirs?.get(part);
+      return `${part} ${fmt(slope, 2)}${leanSlope === undefined ? '' : ` (lean ${fmt(leanSlope, 2)})`}`;
+    });
+  return `- Where an extra task result's cost goes (slope of each part per run over the same T, CPU-ms; WAL in KB): ${parts.join(', ')}.`;
+}
+
 export function verdicts(results: Results): Verdict[] {
   const out: Verdict[] = [];
   const t3 = (results.h1 ?? []).filter((result) => result.config.tasks === 3 && result.config.workspaces === 1);
@@ -455,6 +480,8 @@ export function markdown(results: Results): string {
             : ''),
       );
     }
+    const byPart = slopesLine(results.h4.tasks, results.lean?.pipeline);
+    if (byPart) out.push(byPart);
     if (results.h4.workspaces) {
       const { one, many } = results.h4.workspaces;
       out.push(

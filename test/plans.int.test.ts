@@ -161,7 +161,7 @@ describe('statements that settle on a generic plan', () => {
  * whose sessions run generic plans that read by index (one connection here: pg_prepared_statements and
  * the cached plans are that pool's own).
  */
-describe("the advance's statements", () => {
+describe("the statements on the advances' pool (the advance's read and write, the acknowledgements)", () => {
   let fx: AdvanceFixture;
   beforeAll(async () => {
     // Two tasks at each stage; one connection per pool, so pg_prepared_statements shows the advances' own.

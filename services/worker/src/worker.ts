@@ -115,7 +115,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     publicBaseUrl: deps.config.publicBaseUrl,
     retryDelaysMs: deps.config.taskRetryDelaysMs,
     // On the advances' pool too: left to choose, PostgreSQL plans this statement for its arrays at
-    // every execution (each acknowledgement batch), which costs more than running it.
+    // every execution (each acknowledgement batch), which doubles its cost on the server.
     acknowledgements: new Acknowledgements(async () => advanceDb.pool),
     onDelivery: (outcome: DeliveryOutcome) => {
       const label = outcome.kind === 'response' ? (outcome.status === 200 ? 'acknowledged' : `http_${outcome.status}`) : outcome.errorKind;

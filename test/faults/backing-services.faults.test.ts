@@ -18,9 +18,11 @@ import { checkInvariants, expectNoViolations } from '../support/invariants.ts';
  * Backing-service faults (reliability.md §4.2 group B).
  *
  * Redis reached through a TCP fault proxy that adds latency, becomes a blackhole, or resets every
- * connection, and Redis pausing every client (`CLIENT PAUSE`), while runs are being created. Creating a
- * run writes to PostgreSQL only (the outbox relays to Redis later), so creates must keep answering 2xx
- * quickly; once the fault ends the worker resumes and every run completes.
+ * connection, and Redis pausing every client (`CLIENT PAUSE`), while runs are being created by an API
+ * with its operations. A run and its outbox event are written to PostgreSQL only; the API's own
+ * publication of the job is never awaited and its rate limiter falls back to memory when Redis does not
+ * answer, so creates must keep answering 2xx quickly; once the fault ends the worker resumes and every
+ * run completes (the relay publishes whatever the API could not).
  *
  * PostgreSQL reached by the worker through the same proxy (latency, blackhole, reset), and PostgreSQL
  * terminating every connection to the database (API and worker) in the middle of creates: a create may
@@ -98,8 +100,11 @@ describe('Redis behind a fault proxy: API writes stay 2xx, every run completes a
 
   beforeAll(async () => {
     proxy = await startFaultProxy({ targetPort: 6379 });
+    // With its operations, as main.ts builds it: the API then rate-limits every request and publishes
+    // each created run's job itself, both through the same faulty Redis.
     h = await startHarness({
       reachableBaseUrl: true,
+      ops: true,
       env: { REDIS_URL: `redis://127.0.0.1:${proxy.port}/0`, SWEEPER_INTERVAL_SECONDS: '0.5' },
     });
     org = await seedWorkload(h, servers, TASKS_PER_RUN);

@@ -28,12 +28,19 @@ export interface ApiOpsHandle {
 
 /** How long a run.created job published at once may wait for Redis before it is left to the relay. */
 const PUBLISH_TIMEOUT_MS = 2_000;
+/**
+ * How long a rate-limit or readiness command may wait for Redis. A Redis whose packets are dropped
+ * keeps its connection "ready", and without this every limited request waited for it (minutes, until
+ * TCP gave up); past it the limiter's in-memory insurance answers and readiness reports Redis failing.
+ */
+const REDIS_COMMAND_TIMEOUT_MS = 1_000;
 
 /**
  * What the API process needs for operations: Redis connections (rate limits and readiness; the
  * dashboard's view of the queues; run.created jobs published at once), metrics, readiness checks, and
- * the principal cache with its PostgreSQL LISTEN connection. Redis being down never blocks a request
- * path: commands fail fast (no offline queue) and readiness reports it.
+ * the principal cache with its PostgreSQL LISTEN connection. Redis being down or unreachable never
+ * holds a request path for long: commands fail fast (no offline queue, and a command timeout for a
+ * Redis that does not answer) and readiness reports it.
  */
 export function createApiOps(options: {
   config: Config;
@@ -43,7 +50,12 @@ export function createApiOps(options: {
   metrics?: Metrics;
 }): ApiOpsHandle {
   const { config, orm, secrets, logger } = options;
-  const redis = new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 3000 });
+  const redis = new Redis(config.redisUrl, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+    connectTimeout: 3000,
+  });
   redis.on('error', (error) => logger.warn({ err: error }, 'api redis connection error'));
   const queueRedis = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
   queueRedis.on('error', () => undefined);

@@ -183,7 +183,7 @@ describe("the statements on the advances' pool (the advance's read and write, th
     }
     expect(started).toBe(16);
     // The worker's acknowledgements, on the same pool: one statement per result, as when each arrives alone.
-    const acknowledgements = new Acknowledgements(async () => fx.advancePool);
+    const acknowledgements = new Acknowledgements(fx.advancePool);
     for (const row of startedRows) await acknowledgements.write([row.id, 1, new Date(), 5, 200, null, '']);
     const client = await fx.advancePool.connect();
     try {

@@ -5,10 +5,10 @@ import {
   genericIndexPoolOrBase,
   issueCallbackToken,
   nativePool,
+  JOB_RETENTION,
   JOBS,
   MAX_RECONNECT_DELAY_MS,
   QUEUES,
-  JOB_RETENTION,
   randomAlphanumeric,
   resultDeadlines,
   taskDispatchJobId,
@@ -116,7 +116,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     retryDelaysMs: deps.config.taskRetryDelaysMs,
     // On the advances' pool too: left to choose, PostgreSQL plans this statement for its arrays at
     // every execution (each acknowledgement batch), which doubles its cost on the server.
-    acknowledgements: new Acknowledgements(async () => advanceDb.pool),
+    acknowledgements: new Acknowledgements(advanceDb.pool),
     onDelivery: (outcome: DeliveryOutcome) => {
       const label = outcome.kind === 'response' ? (outcome.status === 200 ? 'acknowledged' : `http_${outcome.status}`) : outcome.errorKind;
       metrics.taskRequestDuration.observe({ outcome: label }, outcome.durationMs / 1000);

@@ -73,7 +73,7 @@ describe('acknowledgements of delivered task requests', () => {
   it('writes the first at once and those that arrived meanwhile together, each recorded once', async () => {
     const ids = await runningResults();
     const { pool, statements } = countingPool(await nativePool(h.orm.em));
-    const acknowledgements = new Acknowledgements(async () => pool);
+    const acknowledgements = new Acknowledgements(pool);
     await Promise.all(ids.map((id) => acknowledgements.write(attempt(id))));
     expect(statements()).toBe(2);
     const rows = await sql<{ acknowledged: boolean; attempts: number }>(
@@ -94,7 +94,7 @@ describe('acknowledgements of delivered task requests', () => {
 
   it('fails the callers of a statement that fails, and goes on writing the next ones', async () => {
     const ids = await runningResults();
-    const acknowledgements = new Acknowledgements(() => nativePool(h.orm.em));
+    const acknowledgements = new Acknowledgements(await nativePool(h.orm.em));
     const [first, second, third] = ids as [string, string, string];
     const results = await Promise.allSettled([
       acknowledgements.write(attempt(first)),

@@ -117,10 +117,10 @@ const ACKNOWLEDGE_BATCH = 200;
 export class Acknowledgements {
   private readonly writer: BatchWriter<unknown[]>;
 
-  constructor(pool: () => Promise<Pool>) {
+  constructor(pool: Pool) {
     this.writer = new BatchWriter(async (batch) => {
       const columns = ATTEMPT_FIELDS.map((_, column) => batch.map((values) => values[column]));
-      await runPrepared(await pool(), ACKNOWLEDGE, columns);
+      await runPrepared(pool, ACKNOWLEDGE, columns);
     }, ACKNOWLEDGE_BATCH);
   }
 

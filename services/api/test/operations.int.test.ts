@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Metrics, REDACT_PATHS } from '@runtasks/shared';
+import { loggerOptions, Metrics } from '@runtasks/shared';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
@@ -90,10 +90,7 @@ describe('metrics and logs of a full run (API + in-process worker + a real task 
   const HMAC_KEY = 'ops-hmac-key-do-not-log-4b1d9c';
   const lines: string[] = [];
   // createLogger's options, writing into an array.
-  const logger = pino(
-    { name: 'ops-test', level: 'debug', redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
-    { write: (line: string) => void lines.push(line) },
-  );
+  const logger = pino(loggerOptions('debug', 'ops-test'), { write: (line: string) => void lines.push(line) });
   const metrics = new Metrics();
   let h: Harness;
   let worker: RunningWorker;

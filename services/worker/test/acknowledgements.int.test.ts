@@ -92,21 +92,28 @@ describe('acknowledgements of delivered task requests', () => {
     expect(again?.count).toBe(1);
   });
 
-  it('fails the callers of a statement that fails, and goes on writing the next ones', async () => {
+  it('a row refused for what it holds fails only its own caller: the rest of its statement is written', async () => {
     const ids = await runningResults();
     const acknowledgements = new Acknowledgements(await nativePool(h.orm.em));
-    const [first, second, third] = ids as [string, string, string];
+    const [first, second, third, fourth] = ids as [string, string, string, string];
     const results = await Promise.allSettled([
       acknowledgements.write(attempt(first)),
-      // Not an integer: its whole statement fails.
+      // Written together, in the second statement: an attempt number that is not an integer (a data
+      // exception), an attempt of a result that no longer exists (its workspace deleted while its
+      // request was in flight: a foreign key violation), and two good ones.
       acknowledgements.write([second, 'second', new Date(), 12, 200, null, 'ok']),
       acknowledgements.write(attempt(third)),
+      acknowledgements.write(attempt(newId('taskResult'))),
+      acknowledgements.write(attempt(fourth)),
     ]);
-    expect(results.map((result) => result.status)).toEqual(['fulfilled', 'rejected', 'rejected']);
-    await acknowledgements.write(attempt(third));
+    expect(results.map((result) => result.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'rejected', 'fulfilled']);
     const rows = await sql<{ id: string }>(`select id from task_results where id = any($1) and acknowledged_at is not null order by id`, [
-      [first, second, third],
+      [first, second, third, fourth],
     ]);
-    expect(rows.map((row) => row.id)).toEqual([first, third].sort());
+    expect(rows.map((row) => row.id)).toEqual([first, third, fourth].sort());
+    const attempts = await sql<{ count: number }>(`select count(*)::int as count from delivery_attempts where task_result_id = any($1)`, [
+      [first, second, third, fourth],
+    ]);
+    expect(attempts[0]?.count).toBe(3);
   });
 });

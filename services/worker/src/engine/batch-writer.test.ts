@@ -75,4 +75,34 @@ describe('BatchWriter', () => {
     gate.finish();
     expect(await after).toBe('written');
   });
+
+  it("writes a batch that failed for one item's sake again one by one: only that item's caller fails", async () => {
+    const batches: number[][] = [];
+    const bad = Object.assign(new Error('item 3 refused'), { code: '22021' });
+    // Refuses every batch holding 3, as PostgreSQL refuses a whole statement for one row.
+    const write = (items: number[]): Promise<void> => {
+      batches.push(items);
+      return items.includes(3) ? Promise.reject(bad) : Promise.resolve();
+    };
+    const writer = new BatchWriter(write, 10, (error) => error === bad);
+    const first = settled(writer.write(1));
+    const queued = [2, 3, 4].map((item) => settled(writer.write(item)));
+    expect(await first).toBe('written');
+    expect(await Promise.all(queued)).toEqual(['written', 'failed: item 3 refused', 'written']);
+    expect(batches).toEqual([[1], [2, 3, 4], [2], [3], [4]]);
+  });
+
+  it('does not split a batch whose error is not an item’s own (the whole batch fails, once)', async () => {
+    const batches: number[][] = [];
+    const write = (items: number[]): Promise<void> => {
+      batches.push(items);
+      return items.length > 1 ? Promise.reject(new Error('connection lost')) : Promise.resolve();
+    };
+    const writer = new BatchWriter(write, 10, () => false);
+    const first = settled(writer.write(1));
+    const queued = [2, 3].map((item) => settled(writer.write(item)));
+    expect(await first).toBe('written');
+    expect(await Promise.all(queued)).toEqual(['failed: connection lost', 'failed: connection lost']);
+    expect(batches).toEqual([[1], [2, 3]]);
+  });
 });

@@ -107,6 +107,16 @@ export const ACKNOWLEDGE = prepared(
    update task_results tr set acknowledged_at = now(), next_attempt_at = null, updated_at = now() from locked where tr.id = locked.id`,
 );
 
+/**
+ * A statement refused for what one of its rows holds (SQLSTATE classes 22, data exception, and 23,
+ * integrity constraint violation: an attempt of a result whose workspace was just deleted), not for the
+ * connection or the server: the rest of the batch is worth writing without it.
+ */
+function isDataError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (code.startsWith('22') || code.startsWith('23'));
+}
+
 /** At most this many acknowledgements in one statement. */
 const ACKNOWLEDGE_BATCH = 200;
 
@@ -118,10 +128,14 @@ export class Acknowledgements {
   private readonly writer: BatchWriter<unknown[]>;
 
   constructor(pool: Pool) {
-    this.writer = new BatchWriter(async (batch) => {
-      const columns = ATTEMPT_FIELDS.map((_, column) => batch.map((values) => values[column]));
-      await runPrepared(pool, ACKNOWLEDGE, columns);
-    }, ACKNOWLEDGE_BATCH);
+    this.writer = new BatchWriter(
+      async (batch) => {
+        const columns = ATTEMPT_FIELDS.map((_, column) => batch.map((values) => values[column]));
+        await runPrepared(pool, ACKNOWLEDGE, columns);
+      },
+      ACKNOWLEDGE_BATCH,
+      isDataError,
+    );
   }
 
   write(values: unknown[]): Promise<void> {
@@ -129,7 +143,19 @@ export class Acknowledgements {
   }
 }
 
-function attemptValues(resultId: string, attempt: number, startedAt: Date, outcome: DeliveryOutcome): unknown[] {
+/**
+ * What an attempt keeps of the answer, for the people who read the run's delivery attempts: its first
+ * characters, with the result's access token cut out wherever the task server echoed it (those readers
+ * must not be able to call back in the task's place) and NUL, which PostgreSQL refuses in text, replaced.
+ * The token is cut out before the excerpt is cut short, so no part of one at the cut stays.
+ */
+export function attemptExcerpt(outcome: DeliveryOutcome, token: string): string {
+  const text = outcome.kind === 'response' ? outcome.bodyExcerpt : outcome.message;
+  const window = text.slice(0, EXCERPT_LIMIT + token.length);
+  return (token === '' ? window : window.replaceAll(token, '[redacted]')).slice(0, EXCERPT_LIMIT).replaceAll('\u0000', '\uFFFD');
+}
+
+function attemptValues(resultId: string, attempt: number, startedAt: Date, outcome: DeliveryOutcome, token: string): unknown[] {
   return [
     resultId,
     attempt,
@@ -137,9 +163,25 @@ function attemptValues(resultId: string, attempt: number, startedAt: Date, outco
     outcome.durationMs,
     outcome.kind === 'response' ? outcome.status : null,
     outcome.kind === 'error' ? outcome.errorKind : null,
-    outcome.kind === 'response' ? outcome.bodyExcerpt.slice(0, EXCERPT_LIMIT) : outcome.message.slice(0, EXCERPT_LIMIT),
+    attemptExcerpt(outcome, token),
   ];
 }
+
+/**
+ * What follows an attempt applies only while the result is as this attempt left it: running, this
+ * attempt its latest (a dispatcher that outlived its lease finds the re-drive's attempt there instead),
+ * and not acknowledged. Otherwise an attempt that stalled past its lease could end, or reschedule, a
+ * result that a later attempt delivered. The deadline is the row's own, as callbacks may have moved it.
+ * $1 delay (s), $2 result id, $3 attempt.
+ */
+const RETRY_LATER = `update task_results set next_attempt_at = now() + make_interval(secs => $1::double precision)
+   where id = $2 and status = 'running' and attempts = $3 and acknowledged_at is null
+     and (progress_deadline is null or progress_deadline > now() + make_interval(secs => $1::double precision))`;
+
+/** $1 status, $2 message, $3 its timestamp's key, $4 result id, $5 attempt (see RETRY_LATER). */
+const END_UNACKNOWLEDGED = `update task_results set status = $1, message = $2,
+          status_timestamps = status_timestamps || jsonb_build_object($3::text, ${DB_NOW_ISO}), version = version + 1, updated_at = now()
+    where id = $4 and status = 'running' and attempts = $5 and acknowledged_at is null`;
 
 async function recordAttempt(
   em: EntityManager,
@@ -147,10 +189,11 @@ async function recordAttempt(
   attempt: number,
   startedAt: Date,
   outcome: DeliveryOutcome,
+  token: string,
 ): Promise<void> {
   await em.execute(
     `insert into delivery_attempts ${ATTEMPT_COLUMNS} values (?, ?, ?, ?, ?, ?, ?) on conflict (task_result_id, attempt) do nothing`,
-    attemptValues(resultId, attempt, startedAt, outcome),
+    attemptValues(resultId, attempt, startedAt, outcome, token),
   );
 }
 
@@ -199,29 +242,22 @@ export async function deliverClaimed(em: EntityManager, deps: DispatchDeps, row:
   deps.onDelivery?.(outcome);
 
   if (outcome.kind === 'response' && outcome.status === 200) {
-    await deps.acknowledgements.write(attemptValues(resultId, attempt, startedAt, outcome));
+    await deps.acknowledgements.write(attemptValues(resultId, attempt, startedAt, outcome, token));
     return { kind: 'acknowledged' };
   }
-  await recordAttempt(em, resultId, attempt, startedAt, outcome);
+  await recordAttempt(em, resultId, attempt, startedAt, outcome, token);
+  const pool = await nativePool(em);
   const scheduledMs = deps.retryDelaysMs[attempt - 1];
   const delayMs =
     scheduledMs === undefined ? undefined : retryDelayMs(scheduledMs, outcome.kind === 'response' ? outcome.retryAfterMs : undefined);
   const permanent = outcome.kind === 'error' && PERMANENT.has(outcome.errorKind);
-  const deadline = row.progress_deadline ? new Date(row.progress_deadline).getTime() : Number.POSITIVE_INFINITY;
-  if (!permanent && delayMs !== undefined && Date.now() + delayMs < deadline) {
-    await em.execute(`update task_results set next_attempt_at = now() + make_interval(secs => ?) where id = ? and status = 'running'`, [
-      delayMs / 1000,
-      resultId,
-    ]);
-    return { kind: 'retry', attempt: attempt + 1, delayMs };
+  if (!permanent && delayMs !== undefined) {
+    const retry = await pool.query(RETRY_LATER, [delayMs / 1000, resultId, attempt]);
+    if (retry.rowCount === 1) return { kind: 'retry', attempt: attempt + 1, delayMs };
   }
   const status = outcome.kind === 'error' && UNDELIVERABLE.has(outcome.errorKind) ? 'unreachable' : 'errored';
   const message = `Run task request was not acknowledged after ${attempt} attempt${attempt === 1 ? '' : 's'}: ${describeOutcome(outcome)}.`;
-  await em.execute(
-    `update task_results set status = ?, message = ?,
-            status_timestamps = status_timestamps || jsonb_build_object(?::text, ${DB_NOW_ISO}), version = version + 1, updated_at = now()
-      where id = ? and status = 'running'`,
-    [status, message, `${status}-at`, resultId],
-  );
-  return { kind: 'final', status, runId: row.run_id };
+  const ended = await pool.query(END_UNACKNOWLEDGED, [status, message, `${status}-at`, resultId, attempt]);
+  // No row: a later attempt has the result now (this one outlived its lease), or it is no longer running.
+  return ended.rowCount === 1 ? { kind: 'final', status, runId: row.run_id } : { kind: 'skipped' };
 }

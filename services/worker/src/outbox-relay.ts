@@ -2,7 +2,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import {
   ChannelListener,
   inTransaction,
-  JOB_RETENTION,
+  JOB_OPTIONS,
   nativePool,
   OUTBOX_CHANNEL,
   outboxJobId,
@@ -196,7 +196,7 @@ export class OutboxRelay {
       rows.map((row) => ({
         name: row.topic,
         data: row.payload,
-        opts: { jobId: outboxJobId(row.topic, row.aggregate_id, row.id), ...JOB_RETENTION },
+        opts: { jobId: outboxJobId(row.topic, row.aggregate_id, row.id), ...JOB_OPTIONS },
       })),
     );
     added.catch(() => undefined);

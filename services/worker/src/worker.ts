@@ -5,6 +5,7 @@ import {
   genericIndexPoolOrBase,
   issueCallbackToken,
   nativePool,
+  JOB_OPTIONS,
   JOB_RETENTION,
   JOBS,
   MAX_RECONNECT_DELAY_MS,
@@ -66,9 +67,6 @@ interface JobData {
   /** task.deadline: the stages whose results' progress deadline it is (a result's id in jobs of earlier versions). */
   stageIds?: string[];
 }
-
-/** Jobs are wake-up signals: a failed one is retried a few times, and the sweeper re-drives anything lost. */
-const JOB_OPTIONS = { ...JOB_RETENTION, attempts: 5, backoff: { type: 'exponential', delay: 500 } } as const;
 
 /** Stages in one deadline job at most. */
 const DEADLINE_BATCH = 500;

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
-import { JOB_RETENTION, JOBS, outboxJobId, QUEUES, recordOutboxEvent, runCreatedJobId, type Config } from '@runtasks/shared';
+import { JOB_OPTIONS, JOBS, outboxJobId, QUEUES, recordOutboxEvent, runCreatedJobId, type Config } from '@runtasks/shared';
 import { Queue, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { configurationArchive } from '../../../test/support/archives.ts';
@@ -185,6 +185,8 @@ describe('outbox: a run-created event is never lost', () => {
     expect(first?.published_at).not.toBeNull();
     const job = await queue.getJob(runCreatedJobId(runId));
     expect(job?.data).toEqual({ runId });
+    // The relay's jobs are retried as the workers' own are.
+    expect(job?.opts.attempts).toBe(JOB_OPTIONS.attempts);
     const firstTimestamp = job?.timestamp;
 
     // Nothing pending: a second drain publishes nothing.
@@ -400,7 +402,10 @@ describe('outbox: the API publishes a created run at once', () => {
     const job = await eventually(() => queue.getJob(runCreatedJobId(runId)));
     expect(job.name).toBe(JOBS.runCreated);
     expect(job.data).toEqual({ runId });
-    expect(job.opts.removeOnComplete).toEqual(JOB_RETENTION.removeOnComplete);
+    expect(job.opts.removeOnComplete).toEqual(JOB_OPTIONS.removeOnComplete);
+    // Retried like every other job, so a passing fault does not leave the run to the sweeper.
+    expect(job.opts.attempts).toBe(JOB_OPTIONS.attempts);
+    expect(job.opts.backoff).toEqual(JOB_OPTIONS.backoff);
     expect(await unpublished(h, runId)).toBe(1);
 
     const relay = new OutboxRelay({ orm: h.orm, queue, databaseUrl: h.config.databaseUrl, pollIntervalMs: 60_000, logger: h.logger });

@@ -15,6 +15,14 @@ export type JobName = (typeof JOBS)[keyof typeof JOBS];
 /** How long finished jobs are kept: every publisher of a job uses these, so that its copies agree. */
 export const JOB_RETENTION = { removeOnComplete: { age: 86_400, count: 1000 }, removeOnFail: { age: 7 * 86_400 } } as const;
 
+/**
+ * How every job is published, by the API, the outbox relay and the workers alike: kept as JOB_RETENTION
+ * says, and a failed one retried a few times. Jobs are wake-up signals, so the sweeper re-drives a run
+ * whose job failed for good, but only once it has been idle for twice its interval; a retry takes a
+ * passing fault (a database restart, a deadlock) in half a second.
+ */
+export const JOB_OPTIONS = { ...JOB_RETENTION, attempts: 5, backoff: { type: 'exponential', delay: 500 } } as const;
+
 /** A `run.created` job's data: the run, and the stage it was created in where it started one at once. */
 export interface RunCreatedJob {
   runId: string;

@@ -1,6 +1,6 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import {
-  JOB_RETENTION,
+  JOB_OPTIONS,
   JOBS,
   Metrics,
   nativePool,
@@ -68,7 +68,7 @@ export function createApiOps(options: {
   // next polls (the event has no NOTIFY). Never awaited, on a connection of its own that fails fast: only
   // while it is ready, no offline queue, and a command Redis does not answer (a network that drops
   // packets) given up after a while, so an outage neither holds a request nor piles commands up, and the
-  // relay publishes those runs' events once Redis is back. The same name, data, id and retention as the
+  // relay publishes those runs' events once Redis is back. The same name, data, id and options as the
   // relay's publication of the event, so that whichever comes second is a no-op.
   const publishRedis = new Redis(config.redisUrl, {
     enableOfflineQueue: false,
@@ -81,7 +81,7 @@ export function createApiOps(options: {
   publishQueue.on('error', () => undefined);
   const publishRunCreated = (job: RunCreatedJob): void => {
     if (publishRedis.status !== 'ready') return;
-    publishQueue.add(JOBS.runCreated, job, { jobId: runCreatedJobId(job.runId), ...JOB_RETENTION }).catch((error: unknown) => {
+    publishQueue.add(JOBS.runCreated, job, { jobId: runCreatedJobId(job.runId), ...JOB_OPTIONS }).catch((error: unknown) => {
       logger.debug({ err: error, runId: job.runId }, 'run.created not published at once; the outbox relay publishes it');
     });
   };

@@ -213,6 +213,24 @@ describe('runs API', () => {
       }
     });
 
+    it('takes the apply permission to ask for auto-apply: 422 on the attribute for a team with runs plan, nothing created', async () => {
+      const before = await h.orm.em.fork().count(Run, { workspace: acme.workspaceId });
+      const refused = await api(h, 'post', '/runs', plannerToken, runDocument(acme.workspaceId, { 'auto-apply': true }));
+      expectError(refused, 422, '/data/attributes/auto-apply');
+      expect(await h.orm.em.fork().count(Run, { workspace: acme.workspaceId })).toBe(before);
+      // Without it, or with it false, the same team queues runs; a team that may apply gets its auto-apply.
+      for (const attributes of [{}, { 'auto-apply': false }]) {
+        const queued = await api(h, 'post', '/runs', plannerToken, runDocument(acme.workspaceId, attributes));
+        expect(queued.status).toBe(201);
+        expect(queued.body.data.attributes['auto-apply']).toBe(false);
+      }
+      for (const token of [applierToken, managerToken, acme.organizationToken]) {
+        const applying = await api(h, 'post', '/runs', token, runDocument(acme.workspaceId, { 'auto-apply': true }));
+        expect(applying.status).toBe(201);
+        expect(applying.body.data.attributes['auto-apply']).toBe(true);
+      }
+    });
+
     it('answers 404 to a team with runs read, a team without access and another organization', async () => {
       const before = await h.orm.em.fork().count(Run, { workspace: acme.workspaceId });
       for (const token of [readerToken, outsiderToken, other.organizationToken]) {

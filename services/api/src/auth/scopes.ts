@@ -60,6 +60,13 @@ export const WORKSPACE_ROW: WorkspaceColumns = { organizationId: 'w.organization
  */
 export const RUN_ROW: WorkspaceColumns = { organizationId: 'r.organization_id', workspaceId: 'r.workspace_id' };
 
+/** What workspaceAccessSql asks of a team's access for each need, as TEAM_ACCESS_FOR does. */
+const TEAM_RUNS_SQL = {
+  'runs:read': '',
+  'runs:plan': ` and ta.runs in ('plan', 'apply')`,
+  'runs:apply': ` and ta.runs = 'apply'`,
+} as const;
+
 /**
  * `workspaceScope(principal, need)` for the raw paths, as one fixed SQL condition (so the statement can
  * be prepared) over the workspace's `columns`, with two parameters from `readableWorkspaceParams`: the
@@ -70,11 +77,11 @@ export const workspaceAccessSql = (
   columns: WorkspaceColumns,
   organizationParam: number,
   teamParam: number,
-  need: 'runs:read' | 'runs:plan' = 'runs:read',
+  need: 'runs:read' | 'runs:plan' | 'runs:apply' = 'runs:read',
 ): string =>
   `($${organizationParam}::text is null or ${columns.organizationId} = $${organizationParam})
    and ($${teamParam}::text is null or exists (select 1 from team_workspaces ta where ta.workspace_id = ${columns.workspaceId} and ta.team_id = $${teamParam}${
-     need === 'runs:plan' ? ` and ta.runs in ('plan', 'apply')` : ''
+     TEAM_RUNS_SQL[need]
    }))`;
 
 export const readableWorkspaceSql = (columns: WorkspaceColumns, organizationParam: number, teamParam: number): string =>

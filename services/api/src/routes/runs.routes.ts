@@ -156,6 +156,7 @@ async function uploadedConfigurationVersion(
 const PLANNABLE_WORKSPACE = prepared(
   'plannable-workspace',
   `select w.id as workspace_id, w.organization_id, w.auto_apply, entitlement.global_entitled,
+          ${workspaceAccessSql(WORKSPACE_ROW, 2, 3, 'runs:apply')} as may_apply,
           t.task_id, t.workspace_task_id, t.name, t.url, t.hmac_key_encrypted, t.enabled, t.enforcement_level, t.stages
      from workspaces w join organizations o on o.id = w.organization_id
     cross join lateral (select o.edition = 'standard' and o.global_run_tasks_enabled as global_entitled) entitlement
@@ -164,11 +165,19 @@ const PLANNABLE_WORKSPACE = prepared(
     order by t.source, t.at, t.tiebreak`,
 );
 
-type PlannableWorkspaceRow = { workspace_id: string; organization_id: string; auto_apply: boolean; global_entitled: boolean } & (
-  TaskRow | { [K in keyof TaskRow]: null }
-);
+type PlannableWorkspaceRow = {
+  workspace_id: string;
+  organization_id: string;
+  auto_apply: boolean;
+  global_entitled: boolean;
+  may_apply: boolean;
+} & (TaskRow | { [K in keyof TaskRow]: null });
 
-async function plannableWorkspace(ctx: ApiContext, workspaceId: string): Promise<RunPlace & { autoApply: boolean; tasks: TaskRow[] }> {
+/** The workspace a run is created in, as the caller may plan in it; `mayApply`: whether the caller may apply there too. */
+async function plannableWorkspace(
+  ctx: ApiContext,
+  workspaceId: string,
+): Promise<RunPlace & { autoApply: boolean; mayApply: boolean; tasks: TaskRow[] }> {
   const rows = await runPrepared<PlannableWorkspaceRow>(await poolOf(ctx), PLANNABLE_WORKSPACE, [
     workspaceId,
     ...readableWorkspaceParams(ctx.state.principal),
@@ -180,6 +189,7 @@ async function plannableWorkspace(ctx: ApiContext, workspaceId: string): Promise
     organizationId: first.organization_id,
     globalEntitled: first.global_entitled,
     autoApply: first.auto_apply,
+    mayApply: first.may_apply,
     tasks: rows.filter((row): row is PlannableWorkspaceRow & TaskRow => row.task_id !== null),
   };
 }
@@ -187,6 +197,13 @@ async function plannableWorkspace(ctx: ApiContext, workspaceId: string): Promise
 async function create(ctx: ApiContext): Promise<void> {
   const { attributes, relationships } = parseWith(createSchema, ctx.request.body).data;
   const place = await plannableWorkspace(ctx, relationships.workspace.data.id);
+  // A run that applies itself is an apply: asking for one takes the permission to apply (the
+  // workspace's own auto-apply setting is its administrators' choice, for every run queued there).
+  if (attributes['auto-apply'] === true && !place.mayApply)
+    throw invalidAttribute(
+      '/data/attributes/auto-apply',
+      'Applying runs in this workspace takes the "apply" runs permission: queue the run without auto-apply, for someone who may apply to confirm.',
+    );
   const configurationVersion = await uploadedConfigurationVersion(ctx, place.workspaceId, relationships['configuration-version']?.data?.id);
   const input = {
     message: attributes.message ?? 'Queued manually via the API',

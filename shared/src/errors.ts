@@ -13,8 +13,17 @@ export class ApiError extends Error {
   readonly detail: string | undefined;
   readonly source: ErrorSource | undefined;
   readonly headers: Record<string, string>;
+  /** JSON:API error `meta`: specifics for a human when `title` and `detail` must stay fixed strings. */
+  readonly meta: Record<string, unknown> | undefined;
 
-  constructor(status: number, title: string, detail?: string, source?: ErrorSource, headers: Record<string, string> = {}) {
+  constructor(
+    status: number,
+    title: string,
+    detail?: string,
+    source?: ErrorSource,
+    headers: Record<string, string> = {},
+    meta?: Record<string, unknown>,
+  ) {
     super(detail ? `${title}: ${detail}` : title);
     this.name = 'ApiError';
     this.status = status;
@@ -22,6 +31,7 @@ export class ApiError extends Error {
     this.detail = detail;
     this.source = source;
     this.headers = headers;
+    this.meta = meta;
   }
 }
 
@@ -37,5 +47,14 @@ export const invalidAttribute = (pointer: string, detail: string): ApiError => n
 
 export const invalidParameter = (parameter: string, detail: string, status = 422): ApiError =>
   new ApiError(status, 'invalid query parameter', detail, { parameter });
+
+/**
+ * An `include` we do not serve: HCP's exact title and detail, since clients match the text. go-tfe
+ * renders an error as title + "\n\n" + detail; some releases map a 400 containing "Invalid include
+ * parameter" (case-sensitive) to ErrInvalidIncludeValue, and the Terraform CLI checks that
+ * err.Error() ends with it. So the specifics (the value, what is allowed) go in `meta`.
+ */
+export const invalidInclude = (meta: { reason: string; value: string | string[]; allowed: readonly string[] }): ApiError =>
+  new ApiError(400, 'bad request', 'Invalid include parameter', { parameter: 'include' }, {}, { ...meta, allowed: [...meta.allowed] });
 
 export const conflict = (detail: string, title = 'conflict'): ApiError => new ApiError(409, title, detail);

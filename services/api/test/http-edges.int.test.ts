@@ -521,6 +521,24 @@ describe('HTTP edges', () => {
       if (status !== 204) expect(res.headers['content-type']).toContain(JSON_API);
     });
 
+    it('GET /ping → 204 with what go-tfe reads: API version, a TFE release at or above v202404-1, not "HCP Terraform", the rate limit', async () => {
+      const res = await raw(h, 'GET', '/api/v2/ping', {}, []);
+      expect(res.status).toBe(204);
+      expect(res.text).toBe('');
+      expect({
+        'tfp-api-version': res.headers['tfp-api-version'],
+        'x-tfe-version': res.headers['x-tfe-version'],
+        'tfp-appname': res.headers['tfp-appname'],
+        'x-ratelimit-limit': res.headers['x-ratelimit-limit'],
+      }).toEqual({
+        'tfp-api-version': '2.6',
+        'x-tfe-version': 'v202507-1',
+        'tfp-appname': 'Run Tasks Service',
+        // This harness keeps the default RATE_LIMIT_PER_SECOND (30); ping.int.test.ts varies it.
+        'x-ratelimit-limit': String(h.config.rateLimitPerSecond),
+      });
+    });
+
     it.each(['/API/V2/ping', '/api/v2/Organizations'])('a wrong method on %s, in any case → 405', async (path) => {
       expectErrorDocument(await h.http.put(path).set('Authorization', `Bearer ${token}`), 405);
     });
@@ -547,16 +565,27 @@ describe('HTTP edges', () => {
   });
 
   describe('include on GET /runs/:run_id', () => {
-    it('an unknown include → 400 whose detail names the include parameter', async () => {
-      for (const include of ['nope', 'task-stages,nope', 'workspace']) {
+    it("an unknown include → 400 with HCP's title and detail (which go-tfe and the Terraform CLI match), the specifics in meta", async () => {
+      for (const [include, value] of [
+        ['nope', 'nope'],
+        ['task-stages,nope', 'nope'],
+        ['workspace', 'workspace'],
+      ]) {
         const error = expectErrorDocument(await api(h, 'get', `/runs/${runIds[0]}?include=${include}`, token), 400);
-        expect(error.detail).toContain('include parameter');
-        expect(error.source).toEqual({ parameter: 'include' });
+        expect(error).toEqual({
+          status: '400',
+          title: 'bad request',
+          detail: 'Invalid include parameter',
+          source: { parameter: 'include' },
+          meta: { reason: `'${value}' is not a valid include here; allowed: task_stages.`, value, allowed: ['task_stages'] },
+        });
       }
-      expect(
-        expectErrorDocument(await api(h, 'get', `/runs/${runIds[0]}?include=task_stages&include=task_stages`, token), 400).source,
-      ).toEqual({
-        parameter: 'include',
+      expect(expectErrorDocument(await api(h, 'get', `/runs/${runIds[0]}?include=task_stages&include=task_stages`, token), 400)).toEqual({
+        status: '400',
+        title: 'bad request',
+        detail: 'Invalid include parameter',
+        source: { parameter: 'include' },
+        meta: { reason: 'include must be given at most once.', value: ['task_stages', 'task_stages'], allowed: ['task_stages'] },
       });
     });
 

@@ -257,9 +257,10 @@ function expectWorkspace(resource: unknown, workspaceId: string, name: string, o
   });
 }
 
+/** HCP's body: go-tfe maps a 400 containing "Invalid include parameter" to ErrInvalidIncludeValue; the CLI checks the suffix. */
 function expectIncludeError(res: Response): void {
   const error = expectError(res, 400);
-  expect(error.detail).toContain('include parameter');
+  expect({ title: error.title, detail: error.detail }).toEqual({ title: 'bad request', detail: 'Invalid include parameter' });
   expect(error.source).toEqual({ parameter: 'include' });
 }
 

@@ -8,6 +8,7 @@ interface ErrorObject {
   title: string;
   detail?: string;
   source?: { pointer?: string; parameter?: string };
+  meta?: Record<string, unknown>;
 }
 
 /** SQLSTATE classes that mean "the database is unavailable", not "the request is bad". */
@@ -46,6 +47,7 @@ export function renderError(error: ApiError): { errors: ErrorObject[] } {
   const object: ErrorObject = { status: String(error.status), title: error.title };
   if (error.detail !== undefined) object.detail = error.detail;
   if (error.source !== undefined) object.source = error.source;
+  if (error.meta !== undefined) object.meta = error.meta;
   return { errors: [object] };
 }
 

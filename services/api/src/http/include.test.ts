@@ -49,30 +49,54 @@ describe('parseInclude', () => {
     [{ include: ',' }, ALLOWED],
     [{ include: 'workspace' }, []],
     [{ include: ['workspace', 'task_stages'] }, ALLOWED],
-  ])('%j (allowed %j) → 400 whose detail mentions "include parameter"… or at most once', (query, allowed) => {
+  ])("%j (allowed %j) → 400 with HCP's title and detail, on source.parameter include", (query, allowed) => {
     const error = includeError(query, allowed);
     expect(error.status).toBe(400);
-    expect(error.title).toContain('include parameter');
+    expect(error.title).toBe('bad request');
+    expect(error.detail).toBe('Invalid include parameter');
     expect(error.source).toEqual({ parameter: 'include' });
-    expect(error.detail).toMatch(/include parameter|include must be given at most once/);
+    expect(error.meta).toEqual(expect.objectContaining({ reason: expect.any(String), allowed: [...allowed] }));
   });
 
   it.each(['organization', 'workspace,organization', 'Workspace', 'task_results'])(
-    'unknown include %j: detail contains "include parameter" and names it',
+    'unknown include %j: meta names it and the allowed values',
     (include) => {
-      const error = includeError({ include });
-      expect(error.status).toBe(400);
-      expect(error.detail).toContain('include parameter');
-      expect(error.detail).toContain(include.split(',').at(-1));
-      expect(error.detail).toContain('task_stages');
+      const unknown = include.split(',').at(-1) ?? '';
+      const { meta } = includeError({ include });
+      expect(meta).toEqual({ reason: expect.stringContaining(`'${unknown}'`), value: unknown, allowed: [...ALLOWED] });
+      expect(meta?.['reason']).toContain('task_stages');
     },
   );
 
-  it('with nothing allowed, the detail says so', () => {
-    expect(includeError({ include: 'workspace' }, []).detail).toContain('allowed: none');
+  it('a repeated include: meta says it may be given once and holds every value', () => {
+    expect(includeError({ include: ['workspace', 'task_stages'] }).meta).toEqual({
+      reason: 'include must be given at most once.',
+      value: ['workspace', 'task_stages'],
+      allowed: [...ALLOWED],
+    });
   });
 
-  it('the message (which go-tfe matches) contains "include parameter"', () => {
-    expect(includeError({ include: 'nope' }).message).toContain('include parameter');
+  it('with nothing allowed, meta says so', () => {
+    expect(includeError({ include: 'workspace' }, []).meta).toEqual({
+      reason: "'workspace' is not a valid include here; allowed: none.",
+      value: 'workspace',
+      allowed: [],
+    });
+  });
+
+  /** What go-tfe's decodeErrorPayload makes of one error object: title, or title + "\n\n" + detail. */
+  const goTfeErrorText = (error: ApiError): string => (error.detail ? `${error.title}\n\n${error.detail}` : error.title);
+
+  it('go-tfe\'s error text contains "Invalid include parameter" (→ ErrInvalidIncludeValue) and ends with it (Terraform CLI)', () => {
+    for (const query of [{ include: 'nope' }, { include: ['a', 'b'] }]) {
+      const text = goTfeErrorText(includeError(query));
+      expect(text).toBe('bad request\n\nInvalid include parameter');
+      expect(text.includes('Invalid include parameter')).toBe(true);
+      expect(text.endsWith('Invalid include parameter')).toBe(true);
+    }
+  });
+
+  it('the message (logs) carries the same text', () => {
+    expect(includeError({ include: 'nope' }).message).toBe('bad request: Invalid include parameter');
   });
 });

@@ -1,17 +1,35 @@
 import type { RouteDef } from './define.ts';
 
+/**
+ * The Terraform Enterprise release this API answers as, in TFE's `vYYYYMM-N` form, sent as
+ * `X-TFE-Version` on /ping. go-tfe keeps it as `RemoteTFEVersion()`, and the Terraform provider gates
+ * features on it: `tfe_workspace_run_task` calls `MeetsMinRemoteTFEVersion("v202404-1")` and, with no
+ * or an older version, rejects a `stages` list of two or more entries and falls back to the deprecated
+ * single `stage`. v202507-1 is at or above that minimum; raise it (never lower it) when a client check
+ * we must pass asks for a later release.
+ */
+export const TFE_VERSION = 'v202507-1';
+
 /** go-tfe calls this when a client is created and reads these headers; the status is ignored. */
 export const metaRoutes: RouteDef[] = [
   {
     method: 'GET',
     path: '/ping',
     auth: 'public',
-    summary: 'Check the API is reachable (go-tfe reads the TFP-API-Version header)',
+    summary: 'Check the API is reachable (go-tfe reads TFP-API-Version, X-TFE-Version, TFP-AppName and X-RateLimit-Limit)',
     response: { status: 204, content: 'none' },
     handler: async (ctx) => {
       ctx.set('TFP-API-Version', '2.6');
-      ctx.set('X-RateLimit-Limit', '30');
+      ctx.set('X-TFE-Version', TFE_VERSION);
+      // Not "HCP Terraform": go-tfe's IsCloud() would then skip version checks and assume cloud-only behaviour.
       ctx.set('TFP-AppName', 'Run Tasks Service');
+      // go-tfe throttles itself to 2/3 of this many requests per second with a burst of 1/3 (tfe.go
+      // configureLimiter). With rate limiting off (0) the header is left out, as on every other route:
+      // go-tfe reads a missing (or non-positive) value as "no limit" (rate.Inf), so it never waits
+      // for a budget we do not enforce; a literal 0 would mean the same to go-tfe but reads to other
+      // clients as "no requests allowed".
+      const perSecond = ctx.deps.config.rateLimitPerSecond;
+      if (perSecond > 0) ctx.set('X-RateLimit-Limit', String(perSecond));
       ctx.status = 204;
     },
   },

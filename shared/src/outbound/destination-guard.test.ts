@@ -22,9 +22,31 @@ const LITERAL_VECTORS: [url: string, normalized: string][] = [
   ['http://[fd00::1]', 'fd00::1'],
   ['http://[fe80::1]', 'fe80::1'],
   ['http://255.255.255.255', '255.255.255.255'],
+  ['http://[::]', '::'],
+  // IPv4-compatible (::/96, deprecated): refused whatever it carries, public addresses included.
+  ['http://[::7f00:2]', '::7f00:2'],
+  ['http://[::127.0.0.2]', '::7f00:2'],
+  ['http://[::a00:1]', '::a00:1'],
+  ['http://[::808:808]', '::808:808'],
+  // NAT64 (64:ff9b::/96) and 6to4 (2002::/16) carrying a non-public IPv4 address.
+  ['http://[64:ff9b::7f00:1]', '64:ff9b::7f00:1'],
+  ['http://[64:ff9b::10.0.0.1]', '64:ff9b::a00:1'],
+  ['http://[64:ff9b::a9fe:a9fe]', '64:ff9b::a9fe:a9fe'],
+  ['http://[2002:7f00:1::1]', '2002:7f00:1::1'],
+  ['http://[2002:c0a8:101::]', '2002:c0a8:101::'],
+  // Local-use NAT64 (64:ff9b:1::/48): where the IPv4 address sits is the operator's choice, so always refused.
+  ['http://[64:ff9b:1::808:808]', '64:ff9b:1::808:808'],
 ];
 
-const PUBLIC_VECTORS = ['http://93.184.216.34', 'http://[2606:4700::1111]', 'http://8.8.8.8', 'http://[2001:4860:4860::8888]'];
+const PUBLIC_VECTORS = [
+  'http://93.184.216.34',
+  'http://[2606:4700::1111]',
+  'http://8.8.8.8',
+  'http://[2001:4860:4860::8888]',
+  // NAT64 and 6to4 of a public IPv4 address (8.8.8.8), as DNS64 answers for an IPv4-only host.
+  'http://[64:ff9b::808:808]',
+  'http://[2002:808:808::1]',
+];
 
 /** Judges a URL the way the task client does for IP literals; returns whether it may be reached. */
 function allows(guard: DestinationGuard, url: string): boolean {
@@ -87,6 +109,13 @@ describe('assertAddressAllowed with the default (empty) allowlist', () => {
     expect(() => guard.assertAddressAllowed(address)).toThrow(BlockedDestinationError);
   });
 
+  it.each(['::127.0.0.2', '::10.0.0.1', '::8.8.8.8', '0:0:0:0:0:0:7f00:1', '64:ff9b::127.0.0.1', '64:ff9b::0.0.0.0'])(
+    'refuses %s however it is spelled (ipaddr.js alone reads `::a.b.c.d` as IPv4-mapped)',
+    (address) => {
+      expect(() => guard.assertAddressAllowed(address)).toThrow(BlockedDestinationError);
+    },
+  );
+
   it('names the host and the address it resolved to in the error', () => {
     expect(() => guard.assertAddressAllowed('10.1.2.3', 'internal.example.com')).toThrow(
       'destination internal.example.com (10.1.2.3) is not allowed',
@@ -118,6 +147,15 @@ describe('assertAddressAllowed with an allowlist', () => {
 
   it('an IPv6 CIDR permits only IPv6 addresses inside it', () => {
     expect(allIn(['fd00::/8'])).toEqual(expected((address) => address === 'fd00::1'));
+  });
+
+  it('::/96, 64:ff9b::/96 and 2002::/16 are IPv6 ranges: an IPv6 CIDR permits them, the IPv4 they carry does not', () => {
+    // A CIDR is taken as written: ::/96 covers :: and ::1 too.
+    expect(allIn(['::/96'])).toEqual(expected((address) => address.startsWith('::')));
+    expect(allIn(['64:ff9b::/96'])).toEqual(expected((address) => address.startsWith('64:ff9b::')));
+    expect(allIn(['2002::/16'])).toEqual(expected((address) => address.startsWith('2002:')));
+    expect(allows(createDestinationGuard(['127.0.0.0/8']), 'http://[::7f00:1]')).toBe(false);
+    expect(allows(createDestinationGuard(['127.0.0.0/8']), 'http://[64:ff9b::7f00:1]')).toBe(false);
   });
 
   it('a host name permits that name, not the addresses it may stand for', () => {

@@ -26,11 +26,42 @@ export class BlockedDestinationError extends Error {
 
 type Cidr = [ipaddr.IPv4 | ipaddr.IPv6, number];
 
-/** Brackets off, IPv4-mapped IPv6 back to IPv4, so `[::ffff:127.0.0.1]` is judged as 127.0.0.1. */
+/**
+ * Brackets off, IPv4-mapped IPv6 back to IPv4, so `[::ffff:127.0.0.1]` is judged as 127.0.0.1. ipaddr.js reads
+ * the dotted IPv4-compatible spelling `::a.b.c.d` as IPv4-mapped; a leading `0` makes it parse as what it is,
+ * `::/96` (refused by isPublic), so `::8.8.8.8` and `::808:808` are judged alike.
+ */
 function normalize(address: string): ipaddr.IPv4 | ipaddr.IPv6 {
-  const parsed = ipaddr.parse(address.replace(/^\[|\]$/g, ''));
+  const text = address.replace(/^\[|\]$/g, '');
+  const parsed = ipaddr.parse(/^::[^:]*\./.test(text) ? `0${text}` : text);
   if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) return (parsed as ipaddr.IPv6).toIPv4Address();
   return parsed;
+}
+
+/** `::/96`, the deprecated IPv4-compatible addresses (RFC 4291 §2.5.5.1): ipaddr.js calls them unicast. */
+const IPV4_COMPATIBLE: [ipaddr.IPv6, number] = [ipaddr.IPv6.parse('::'), 96];
+/** NAT64's well-known prefix (RFC 6052): the IPv4 address is the last 32 bits. */
+const NAT64_WELL_KNOWN: [ipaddr.IPv6, number] = [ipaddr.IPv6.parse('64:ff9b::'), 96];
+/** 6to4 (RFC 3056): 2002:wwxx:yyzz::/48 is the site behind the IPv4 address w.x.y.z. */
+const SIX_TO_FOUR: [ipaddr.IPv6, number] = [ipaddr.IPv6.parse('2002::'), 16];
+
+const ipv4Of = (high: number, low: number): ipaddr.IPv4 => new ipaddr.IPv4([high >> 8, high & 0xff, low >> 8, low & 0xff]);
+
+/**
+ * Whether an address is public unicast. IPv6 that embeds an IPv4 address reaches that address (through a
+ * NAT64 gateway or a 6to4 relay), so 64:ff9b::/96 and 2002::/16 are as public as the IPv4 address they carry:
+ * 64:ff9b::7f00:1 is 127.0.0.1, refused; 64:ff9b::808:808 is 8.8.8.8, allowed (for hosts behind DNS64).
+ * Other IPv4-carrying ranges stay refused whatever they carry: ::/96 (deprecated, no longer routed),
+ * 64:ff9b:1::/48 (local-use NAT64, RFC 8215: where the IPv4 address sits is the operator's choice),
+ * Teredo (2001::/32) and IPv4-translated ::ffff:0:0:0/96 (not `unicast` to ipaddr.js).
+ */
+function isPublic(address: ipaddr.IPv4 | ipaddr.IPv6): boolean {
+  if (address.kind() === 'ipv4') return address.range() === 'unicast';
+  const ipv6 = address as ipaddr.IPv6;
+  const [, p1 = 0, p2 = 0, , , , p6 = 0, p7 = 0] = ipv6.parts;
+  if (ipv6.match(NAT64_WELL_KNOWN)) return ipv4Of(p6, p7).range() === 'unicast';
+  if (ipv6.match(SIX_TO_FOUR)) return ipv4Of(p1, p2).range() === 'unicast';
+  return ipv6.range() === 'unicast' && !ipv6.match(IPV4_COMPATIBLE);
 }
 
 function parseAllowlist(entries: readonly string[]): { cidrs: Cidr[]; hosts: Set<string> } {
@@ -64,7 +95,7 @@ export function createDestinationGuard(allowlist: readonly string[]): Destinatio
     } catch {
       throw new BlockedDestinationError(host, address);
     }
-    if (parsed.range() === 'unicast' || allowedByCidr(parsed)) return;
+    if (isPublic(parsed) || allowedByCidr(parsed)) return;
     throw new BlockedDestinationError(host, address);
   }
 

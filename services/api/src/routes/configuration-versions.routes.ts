@@ -87,7 +87,7 @@ async function upload(ctx: ApiContext): Promise<void> {
   } as FilterQuery<ConfigurationVersion>;
   const version = orNotFound(await em.findOne(ConfigurationVersion, where, { populate: ['workspace', 'workspace.organization'] }));
   const archive = await readRawBody(ctx.req, ctx.deps.config.configurationVersionMaxBytes);
-  const check = checkArchive(archive, ctx.deps.config.configurationVersionMaxBytes);
+  const check = await checkArchive(archive, ctx.deps.config.configurationVersionMaxBytes);
   if (!check.ok && !check.errored) throw new ApiError(check.status, 'invalid archive', check.detail);
   const status = check.ok ? 'uploaded' : 'errored';
   const queued = await inTransaction(await nativePool(em), async (client) => {

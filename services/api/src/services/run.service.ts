@@ -58,8 +58,8 @@ export interface RunPlace {
  */
 const CREATE_RUN_SQL = `with run as (
     insert into runs (id, organization_id, workspace_id, plan_id, status, status_timestamps, message, is_destroy, plan_only, auto_apply,
-                      has_task_warnings, created_by, configuration_version_id, plan_json, version, created_at, updated_at)
-    select ?, ?, ?, ?, ?::text, coalesce(jsonb_object_agg(key, ${DB_NOW_ISO}) filter (where key is not null), '{}'), ?, ?, ?, ?, false, ?, ?,
+                      has_task_warnings, stages_planned, created_by, configuration_version_id, plan_json, version, created_at, updated_at)
+    select ?, ?, ?, ?, ?::text, coalesce(jsonb_object_agg(key, ${DB_NOW_ISO}) filter (where key is not null), '{}'), ?, ?, ?, ?, false, true, ?, ?,
            ?::jsonb, ?::int, now(), now()
       from (select ?::text as key) started
     returning created_at, status_timestamps),

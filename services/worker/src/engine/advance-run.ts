@@ -97,7 +97,7 @@ const STAGE_RESULT_COLUMNS = `ts.id as stage_id, ts.stage, ts.status as stage_st
  */
 const READ_RUN_WITH_STAGES = prepared(
   'run-advance-read',
-  `select r.id, r.status, r.version, r.auto_apply, o.task_overrides_enabled as overrides_enabled, ${DISPATCH_RUN_COLUMNS},
+  `select r.id, r.status, r.version, r.auto_apply, r.stages_planned, o.task_overrides_enabled as overrides_enabled, ${DISPATCH_RUN_COLUMNS},
           ${STAGE_RESULT_COLUMNS}, tr.callback_token_encrypted is null as tokenless
      from runs r join organizations o on o.id = r.organization_id join workspaces w on w.id = r.workspace_id
      left join task_stages ts on ts.run_id = r.id left join task_results tr on tr.task_stage_id = ts.id
@@ -203,7 +203,7 @@ export async function runsThatMayMove(em: EntityManager, runIds: readonly string
   return runIds.filter((runId) => byRun.has(runId) && !waits(byRun.get(runId) ?? []));
 }
 
-type ReadRow = RunRow & DispatchRunFields & StageResultRow & { version: number };
+type ReadRow = RunRow & DispatchRunFields & StageResultRow & { version: number; stages_planned: boolean };
 
 /** A row of the advance's write where it starts results: one of them, or (where none started after all) nulls. */
 type StartedRow = (DispatchResultFields & { task_stage_id: string }) | { task_stage_id: null };
@@ -215,11 +215,20 @@ type StartedRow = (DispatchResultFields & { task_stage_id: string }) | { task_st
  */
 const MAX_ATTEMPTS = 5;
 
-/** The planning of a run created without its stages (by an earlier version), under the run's lock, while it is still pending. */
+/**
+ * The planning of a run created without it (by an earlier version), under the run's lock, while it is
+ * still pending, once: the flag it sets keeps a later advance from planning it again with whatever
+ * tasks are attached by then.
+ */
 async function repairPlanning(pool: Pool, runId: string, issueToken: CallbackTokenIssuer): Promise<void> {
   await inTransaction(pool, async (client) => {
-    const { rows } = await client.query<{ status: RunStatus }>('select status from runs where id = $1 for update', [runId]);
-    if (rows[0]?.status === 'pending') await insertPlannedStages(clientRunner(client), runId, issueToken);
+    const { rows } = await client.query<{ status: RunStatus; stages_planned: boolean }>(
+      'select status, stages_planned from runs where id = $1 for update',
+      [runId],
+    );
+    if (rows[0]?.status !== 'pending' || rows[0].stages_planned) return;
+    await insertPlannedStages(clientRunner(client), runId, issueToken);
+    await client.query('update runs set stages_planned = true where id = $1', [runId]);
   });
 }
 
@@ -252,8 +261,9 @@ export async function advanceRun(
     const run = rows[0];
     if (!run) return [];
     const { stages, results } = groupStages(rows);
-    if (run.status === 'pending' && stages.length === 0 && !repaired) {
-      // Normally planned when the run was created; this is the repair for a run that was not.
+    if (run.status === 'pending' && stages.length === 0 && !run.stages_planned && !repaired) {
+      // Planned when the run was created (with no stages where its workspace had no tasks then); this is
+      // the repair for a run that an earlier version created unplanned.
       await repairPlanning(await nativePool(em), runId, settings.issueToken);
       repaired = true;
       continue;

@@ -31,6 +31,9 @@ const RunSchema = defineEntity({
     planOnly: p.boolean().default(false),
     autoApply: p.boolean().default(false),
     hasTaskWarnings: p.boolean().default(false),
+    // Set when the run's task stages are planned (at its creation): a pending run without stages and
+    // without this flag was created by an earlier version, and its first advance plans it (advance-run.ts).
+    stagesPlanned: p.boolean().default(false),
     createdBy: p.text().nullable(),
     configurationVersionId: p.string().length(32).nullable(),
     planJson: p.json<unknown>().nullable().lazy(),

@@ -13,6 +13,7 @@ import { Migration20261124120000HotTaskResults } from './Migration20261124120000
 import { Migration20261124180000ResultStageTaskUnique } from './Migration20261124180000ResultStageTaskUnique.ts';
 import { Migration20261125000000StatusDomains } from './Migration20261125000000StatusDomains.ts';
 import { Migration20261125120000StageCountReturning } from './Migration20261125120000StageCountReturning.ts';
+import { Migration20261125170000RunStagesPlanned } from './Migration20261125170000RunStagesPlanned.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
 export const MIGRATIONS: MigrationObject[] = [
@@ -30,4 +31,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261124180000ResultStageTaskUnique', class: Migration20261124180000ResultStageTaskUnique },
   { name: 'Migration20261125000000StatusDomains', class: Migration20261125000000StatusDomains },
   { name: 'Migration20261125120000StageCountReturning', class: Migration20261125120000StageCountReturning },
+  { name: 'Migration20261125170000RunStagesPlanned', class: Migration20261125170000RunStagesPlanned },
 ];

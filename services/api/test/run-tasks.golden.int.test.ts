@@ -1472,6 +1472,22 @@ describe('run tasks API golden documents (hcp-compatibility.md §3)', () => {
       expect(shown.body.data.attributes['status-timestamps']).toEqual({ 'awaiting-override-at': awaitingAt, 'running-at': runningAt });
     });
 
+    it("an override keeps the stage's running-at of when it first ran (timestamps are set once)", async () => {
+      const { fixture, stageIds } = await runWithTask(['post_plan']);
+      const stageId = stageIds[0] ?? '';
+      const firstRanAt = '2026-01-02T03:04:05.000Z';
+      await h.orm.em
+        .fork()
+        .execute(`update task_stages set status_timestamps = status_timestamps || ?::jsonb where id = ?`, [
+          JSON.stringify({ 'running-at': firstRanAt }),
+          stageId,
+        ]);
+      const awaitingAt = await awaitOverride(stageId);
+      const res = await override(stageId, fixture.organizationToken, '{}');
+      expectStatus(res, 200);
+      expect(res.body.data.attributes['status-timestamps']).toEqual({ 'running-at': firstRanAt, 'awaiting-override-at': awaitingAt });
+    });
+
     it('a team without manage-policy-overrides → 404; a team with it and run read access → 200', async () => {
       const { fixture, stageIds } = await runWithTask(['post_plan']);
       const stageId = stageIds[0] ?? '';

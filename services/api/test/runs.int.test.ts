@@ -715,6 +715,24 @@ describe('runs API', () => {
       expectTransitionNotAllowed(await api(h, 'post', `/runs/${runId}/actions/cancel`, org.organizationToken));
     });
 
+    it("discards a run whose post_plan tasks are running (202; HCP's discardable group), canceling what is open", async () => {
+      const runId = await runWithTasks();
+      const em = h.orm.em.fork();
+      const postPlan = (await stagesInDb(h, runId)).find((stage) => stage.stage === 'post_plan')!;
+      await em.nativeUpdate(TaskStage, { id: postPlan.id }, { status: 'running' });
+      await em.nativeUpdate(TaskResult, { taskStage: postPlan.id }, { status: 'running' });
+      await setRunStatus(h, runId, 'post_plan_running');
+      expect((await show(runId)).data.attributes.actions).toMatchObject({ 'is-cancelable': true, 'is-discardable': true });
+
+      expect((await api(h, 'post', `/runs/${runId}/actions/discard`, org.organizationToken)).status).toBe(202);
+      expect((await show(runId)).data.attributes.status).toBe('discarded');
+      expect(Object.fromEntries((await stagesInDb(h, runId)).map((stage) => [stage.stage, stage.status]))).toEqual({
+        post_plan: 'canceled',
+        pre_apply: 'canceled',
+      });
+      expect((await resultsInDb(h, runId)).every((result) => result.status === 'canceled')).toBe(true);
+    });
+
     it('leaves finished stages and results alone when canceling', async () => {
       const runId = await runWithTasks();
       const em = h.orm.em.fork();

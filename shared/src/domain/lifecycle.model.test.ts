@@ -163,7 +163,8 @@ function modelAllows(model: Model, action: RunAction): boolean {
     case 'apply':
       return waitsForConfirmation && !model.setup.planOnly;
     case 'discard':
-      return waitsForConfirmation || model.held;
+      // And a plan whose post_plan tasks are running (HCP's discardable group has post_plan_running).
+      return waitsForConfirmation || model.held || phase === 'post_plan';
     case 'cancel':
       // Tasks running before the apply can be canceled; post_apply runs after the apply and cannot.
       return isTaskPhase(phase) && !model.held && phase !== 'post_apply';

@@ -29,7 +29,7 @@ const EXPECTED: Record<RunStatus, Row> = {
   pre_plan_awaiting_decision:  { apply: _, applyPlanOnly: _, cancel: _, discard: D },
   planning:                    { apply: _, applyPlanOnly: _, cancel: X, discard: _ },
   planned:                     { apply: C, applyPlanOnly: _, cancel: _, discard: D },
-  post_plan_running:           { apply: _, applyPlanOnly: _, cancel: X, discard: _ },
+  post_plan_running:           { apply: _, applyPlanOnly: _, cancel: X, discard: D },
   post_plan_completed:         { apply: C, applyPlanOnly: _, cancel: _, discard: D },
   post_plan_awaiting_decision: { apply: _, applyPlanOnly: _, cancel: _, discard: D },
   confirmed:                   { apply: _, applyPlanOnly: _, cancel: X, discard: _ },

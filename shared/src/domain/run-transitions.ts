@@ -16,10 +16,14 @@ const CANCELABLE: ReadonlySet<RunStatus> = new Set([
   'applying',
 ]);
 
-/** Runs waiting for a person: discard ends them without applying. */
+/**
+ * Runs waiting for a person, or whose plan's checks are still running: discard ends them without
+ * applying. HCP's `discardable` status group has post_plan_running (its run status groups).
+ */
 const DISCARDABLE: ReadonlySet<RunStatus> = new Set([
   'pending',
   'planned',
+  'post_plan_running',
   'post_plan_completed',
   'pre_plan_awaiting_decision',
   'post_plan_awaiting_decision',

@@ -142,7 +142,8 @@ async function override(ctx: ApiContext): Promise<void> {
   // (pass it) before the response is written, so it is not read again afterwards.
   const overridden = await ctx.state.em.transactional(async (tx) => {
     const [row] = await tx.execute<TaskStageRow[]>(
-      `update task_stages set status = 'running', status_timestamps = status_timestamps || jsonb_build_object('running-at', ${DB_NOW_ISO}),
+      // Timestamps are set once: the stage's running-at is when it first ran, and stays.
+      `update task_stages set status = 'running', status_timestamps = jsonb_build_object('running-at', ${DB_NOW_ISO}) || status_timestamps,
               version = version + 1, updated_at = now()
         where id = ? and status = 'awaiting_override'
         returning id, run_id, stage, status, status_timestamps, created_at, updated_at`,

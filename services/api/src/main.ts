@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util';
 import { buildApp } from './app.ts';
 import { ensureAdminToken, hasActiveAdminToken, issueToken } from './auth/tokens.ts';
 import { bootstrap, runMain, StartupError } from './bootstrap.ts';
+import { createApiServer } from './http/server.ts';
 import { createApiOps } from './ops/create-ops.ts';
 
 /** Listens on HOST:PORT; a port taken (or an option the platform lacks) stops start-up in one line. */
@@ -19,7 +20,8 @@ function listen(app: ReturnType<typeof buildApp>, config: Config): Promise<Serve
   return new Promise((resolve, reject) => {
     const refuse = (error: NodeJS.ErrnoException): void => reject(refusal(error));
     try {
-      const server = app.listen({ port: config.port, host: config.host, reusePort: config.reusePort }, () => {
+      const server = createApiServer(app.callback());
+      server.listen({ port: config.port, host: config.host, reusePort: config.reusePort }, () => {
         // Later server errors are not start-up's: they must not vanish into a settled promise.
         server.off('error', refuse);
         resolve(server);
@@ -91,10 +93,7 @@ runMain(async () => {
     operations = createApiOps({ config, orm, secrets: runtime.secrets, logger, metrics });
     const app = buildApp({ config, orm, secrets: runtime.secrets, logger, taskClient, ops: operations.ops });
     // Listening first: a process that cannot have its port stops before it has taken any job.
-    const listening = await listen(app, config);
-    listening.requestTimeout = 30_000;
-    listening.headersTimeout = 15_000;
-    server = listening;
+    server = await listen(app, config);
     if (role === 'all') worker = await startWorker({ config, orm, logger, secrets: runtime.secrets, taskClient, metrics });
   })();
   await started;

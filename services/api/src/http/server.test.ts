@@ -1,0 +1,89 @@
+import { afterEach, describe, expect, it } from '@jest/globals';
+import type { Server } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import { createApiServer, SERVER_LIMITS, type ServerLimits } from './server.ts';
+
+/** The production limits scaled down, so that a test waits a fraction of a second for each. */
+const SHORT: ServerLimits = { requestMs: 2_000, headersMs: 300, idleSocketMs: 300, checkIntervalMs: 50 };
+const BIG_BODY = Buffer.alloc(32 * 1024 * 1024, 0x61);
+
+async function eventually(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not met before the deadline');
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+const connections = (server: Server): Promise<number> =>
+  new Promise((resolve, reject) => server.getConnections((error, count) => (error ? reject(error) : resolve(count))));
+
+describe("the API's HTTP server limits", () => {
+  let server: Server | undefined;
+  const sockets: Socket[] = [];
+
+  async function start(): Promise<number> {
+    server = createApiServer((req, res) => {
+      if (req.url === '/big') res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(BIG_BODY);
+      else res.writeHead(204).end();
+    }, SHORT);
+    await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
+    return (server.address() as AddressInfo).port;
+  }
+
+  async function open(port: number): Promise<Socket> {
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    sockets.push(socket);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    return socket;
+  }
+
+  afterEach(async () => {
+    for (const socket of sockets.splice(0)) socket.destroy();
+    server?.closeAllConnections();
+    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    server = undefined;
+  });
+
+  it('are those of production unless told otherwise', () => {
+    const production = createApiServer(() => undefined);
+    expect([production.requestTimeout, production.headersTimeout, production.timeout]).toEqual([
+      SERVER_LIMITS.requestMs,
+      SERVER_LIMITS.headersMs,
+      SERVER_LIMITS.idleSocketMs,
+    ]);
+    expect(SERVER_LIMITS.checkIntervalMs).toBeLessThan(SERVER_LIMITS.headersMs);
+  });
+
+  it('cut off a client that never finishes its headers (slowloris)', async () => {
+    const socket = await open(await start());
+    let closed = false;
+    socket.on('close', () => (closed = true));
+    socket.write('GET / HTTP/1.1\r\nHost: example\r\n');
+    await eventually(async () => closed);
+    expect(await connections(server!)).toBe(0);
+  });
+
+  it('close the socket of a client that never reads its response, releasing what it held', async () => {
+    const socket = await open(await start());
+    socket.pause();
+    socket.write('GET /big HTTP/1.1\r\nHost: example\r\n\r\n');
+    await eventually(async () => (await connections(server!)) === 1);
+    // The client reads nothing: the response cannot drain, the socket goes idle, and the server ends it.
+    await eventually(async () => (await connections(server!)) === 0);
+    expect(socket.bytesRead).toBeLessThan(BIG_BODY.length);
+  });
+
+  it('leave a well-behaved keep-alive client alone between its requests', async () => {
+    const port = await start();
+    const socket = await open(port);
+    const answers: string[] = [];
+    socket.on('data', (chunk: Buffer) => answers.push(chunk.toString('latin1')));
+    socket.write('GET / HTTP/1.1\r\nHost: example\r\n\r\n');
+    await eventually(async () => answers.join('').includes('204'));
+    socket.write('GET / HTTP/1.1\r\nHost: example\r\n\r\n');
+    await eventually(async () => answers.join('').split('HTTP/1.1 204').length === 3);
+    expect(socket.destroyed).toBe(false);
+  });
+});

@@ -9,7 +9,7 @@ import { docsPage } from './openapi/docs-page.ts';
 import { authenticate, authenticateCallback, authenticateTokenOrTask } from './auth/authenticate.ts';
 import { RequestState, type ApiContext, type ApiContextExtras, type ApiDeps, type ApiOps, type ApiState } from './context.ts';
 import { jsonBodyParser, requireJsonContentType } from './http/body.ts';
-import { errorHandler } from './http/errors.ts';
+import { abortedByClient, errorHandler } from './http/errors.ts';
 import { API_PREFIX } from './http/jsonapi.ts';
 import type { RouteDef } from './routes/define.ts';
 import { ROUTES } from './routes/index.ts';
@@ -143,8 +143,10 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
     if (ctx.status === 404 && ctx.body === undefined) throw notFound();
   });
   app.use(routers);
-  app.on('error', (error: unknown, ctx?: { state?: { requestId?: string } }) => {
-    deps.logger.error({ err: error, requestId: ctx?.state?.requestId }, 'unhandled error');
+  app.on('error', (error: unknown, ctx?: { state?: { requestId?: string }; req?: ApiContext['req'] }) => {
+    // Koa reports a response whose socket failed too: where the client went away first, that is its doing.
+    if (ctx?.req && abortedByClient(ctx.req, error)) deps.logger.debug({ err: error, requestId: ctx.state?.requestId }, 'client went away');
+    else deps.logger.error({ err: error, requestId: ctx?.state?.requestId }, 'unhandled error');
   });
   return app;
 }

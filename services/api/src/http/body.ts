@@ -2,6 +2,7 @@ import { bodyParser } from '@koa/bodyparser';
 import { ApiError } from '@runtasks/shared';
 import type { Middleware } from 'koa';
 import type { z } from 'zod';
+import { abortedByClient, clientClosedRequest } from './errors.ts';
 
 export const JSON_BODY_LIMIT = '1mb';
 
@@ -40,7 +41,8 @@ export function jsonBodyParser(limit = JSON_BODY_LIMIT): Middleware {
     extendTypes: { json: ['application/json', 'application/vnd.api+json'] },
     jsonLimit: limit,
     encoding: 'utf-8',
-    onError: (error) => {
+    onError: (error, ctx) => {
+      if (abortedByClient(ctx.req, error)) throw clientClosedRequest();
       const status = (error as { status?: number }).status;
       if (status === 413) throw new ApiError(413, 'payload too large', `The request body exceeds ${limit}.`);
       throw new ApiError(400, 'malformed JSON', 'The request body is not valid JSON.', { pointer: '' });

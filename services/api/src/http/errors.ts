@@ -1,6 +1,6 @@
 import { ApiError, methodNotAllowed } from '@runtasks/shared';
 import { UniqueConstraintViolationException, DriverException } from '@mikro-orm/core';
-import type { Middleware } from 'koa';
+import type { Context, Middleware } from 'koa';
 import { MEDIA_TYPE } from './jsonapi.ts';
 
 interface ErrorObject {
@@ -51,11 +51,28 @@ export function renderError(error: ApiError): { errors: ErrorObject[] } {
   return { errors: [object] };
 }
 
+/** Errors of a request stream whose client went away: Node's "aborted" (ECONNRESET), a cut-off body, a parser error at EOF. */
+const ABORT_CODES: ReadonlySet<string> = new Set(['ECONNRESET', 'ECONNABORTED', 'ERR_STREAM_PREMATURE_CLOSE', 'HPE_INVALID_EOF_STATE']);
+
+/**
+ * The client closed its connection before its request was complete (Node had not received all of it),
+ * and its connection is what failed: its doing, not a backing service's (ECONNRESET is also what a reset
+ * database connection throws, hence both conditions). Answered with 499, as the body parser answers a request closed
+ * before it reads it (nginx's "client closed request"; nobody reads it), and never logged as our error.
+ */
+export function abortedByClient(request: Context['req'], thrown: unknown): boolean {
+  const code = (thrown as { code?: unknown } | null)?.code;
+  return !request.complete && typeof code === 'string' && ABORT_CODES.has(code);
+}
+
+export const clientClosedRequest = (): ApiError =>
+  new ApiError(499, 'client closed request', 'The client closed the connection before the request was complete.');
+
 export const errorHandler: Middleware = async (ctx, next) => {
   try {
     await next();
   } catch (thrown) {
-    const error = toApiError(thrown);
+    const error = abortedByClient(ctx.req, thrown) ? clientClosedRequest() : toApiError(thrown);
     if (error.status >= 500) {
       ctx.app.emit('error', thrown, ctx);
     }

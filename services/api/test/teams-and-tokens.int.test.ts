@@ -670,7 +670,15 @@ describe('teams, tokens and team access', () => {
           acme.organizationToken,
         );
         expectError(res, 422);
-        expect(res.body.errors[0].source).toEqual({ parameter: 'filter' });
+        expect(res.body.errors[0].source).toEqual({ parameter: 'filter[workspace][id]' });
+        expect(res.body.errors[0].detail).toBe('filter[workspace][id] must be given at most once.');
+      });
+
+      it('answers 422 naming the filter for one longer than an id', async () => {
+        const res = await api(h, 'get', `/team-workspaces?filter[team][id]=${'t'.repeat(65)}`, acme.organizationToken);
+        expectError(res, 422);
+        expect(res.body.errors[0].source).toEqual({ parameter: 'filter[team][id]' });
+        expect(res.body.errors[0].detail).toBe('filter[team][id] is longer than an id (64 characters).');
       });
 
       it('shows one access row, 404 to another organization', async () => {

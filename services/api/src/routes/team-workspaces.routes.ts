@@ -1,5 +1,6 @@
 import {
   ApiError,
+  invalidParameter,
   newId,
   Team,
   TEAM_RUNS_ACCESS,
@@ -84,15 +85,20 @@ async function create(ctx: ApiContext): Promise<void> {
 }
 
 const listFilters = z.object({
-  'filter[workspace][id]': z.string().max(64).optional(),
-  'filter[team][id]': z.string().max(64).optional(),
+  'filter[workspace][id]': z.string('must be given at most once').max(64, 'is longer than an id (64 characters)').optional(),
+  'filter[team][id]': z.string('must be given at most once').max(64, 'is longer than an id (64 characters)').optional(),
 });
 
 async function list(ctx: ApiContext): Promise<void> {
   const page = parsePage(ctx.query);
   const scope = ownerScope(ctx);
   const filters = listFilters.safeParse(ctx.query);
-  if (!filters.success) throw new ApiError(422, 'invalid query parameter', 'Filters must be given at most once.', { parameter: 'filter' });
+  if (!filters.success) {
+    // The first parameter at fault, named as the client spelled it.
+    const [issue] = filters.error.issues;
+    const parameter = String(issue?.path[0] ?? 'filter');
+    throw invalidParameter(parameter, `${parameter} ${issue?.message ?? 'is not valid'}.`);
+  }
   const where: Record<string, unknown> = { ...(scope ?? { id: null }) };
   if (filters.data['filter[workspace][id]']) where['workspace'] = filters.data['filter[workspace][id]'];
   if (filters.data['filter[team][id]']) where['team'] = { ...scope?.team, id: filters.data['filter[team][id]'] };

@@ -630,6 +630,15 @@ describe('runs API', () => {
       expect(
         res.body.included.map((stage: { relationships: { run: { data: { id: string } } } }) => stage.relationships.run.data.id).sort(),
       ).toEqual([a, b].sort());
+      // Each stage with its own run's result (all read in one query, then grouped by stage).
+      for (const runId of [a, b]) {
+        const stage = res.body.included.find(
+          (included: { relationships: { run: { data: { id: string } } } }) => included.relationships.run.data.id === runId,
+        );
+        expect(stage.relationships['task-results'].data).toEqual(
+          (await resultsInDb(h, runId)).map((result) => ({ type: 'task-results', id: result.id })),
+        );
+      }
     });
 
     it('lists runs to a team with read access, 404 to a team without and to another organization', async () => {

@@ -117,21 +117,21 @@ async function stagesOf(ctx: ApiContext, runs: readonly Run[]): Promise<Map<stri
   return byRun;
 }
 
-async function includedStages(ctx: ApiContext, run: Run, stages: readonly TaskStage[]): Promise<Resource[]> {
+/** The task stages of these runs as included resources, with their results' ids: one query for all of them. */
+async function includedStages(ctx: ApiContext, runs: readonly Run[], stagesByRun: ReadonlyMap<string, TaskStage[]>): Promise<Resource[]> {
+  const stages = runs.flatMap((run) => stagesByRun.get(run.id) ?? []);
   if (stages.length === 0) return [];
   const results = await ctx.state.em.find(
     TaskResult,
     { taskStage: { $in: stages.map((stage) => stage.id) } },
     { fields: ['id', 'taskStage'], orderBy: { createdAt: 'asc', id: 'asc' } },
   );
-  const permissions = { canOverrideTasks: canOverrideTasks(ctx.state.principal, run.organization.id) };
-  return stages.map((stage) =>
-    serializeTaskStage(
-      stage,
-      results.filter((result) => result.taskStage.id === stage.id).map((result) => result.id),
-      permissions,
-    ),
-  );
+  const resultIds = new Map<string, string[]>();
+  for (const result of results) resultIds.set(result.taskStage.id, [...(resultIds.get(result.taskStage.id) ?? []), result.id]);
+  return runs.flatMap((run) => {
+    const permissions = { canOverrideTasks: canOverrideTasks(ctx.state.principal, run.organization.id) };
+    return (stagesByRun.get(run.id) ?? []).map((stage) => serializeTaskStage(stage, resultIds.get(stage.id) ?? [], permissions));
+  });
 }
 
 /** The run's configuration version must belong to its workspace and be uploaded. */
@@ -231,8 +231,9 @@ async function create(ctx: ApiContext): Promise<void> {
 async function show(ctx: ApiContext): Promise<void> {
   const include = parseInclude(ctx.query, ['task_stages']);
   const run = await findRun(ctx, 'runs:read', { id: ctx.params['run_id'] ?? '' });
-  const stages = (await stagesOf(ctx, [run])).get(run.id) ?? [];
-  const included = include.has('task_stages') ? await includedStages(ctx, run, stages) : [];
+  const stagesByRun = await stagesOf(ctx, [run]);
+  const stages = stagesByRun.get(run.id) ?? [];
+  const included = include.has('task_stages') ? await includedStages(ctx, [run], stagesByRun) : [];
   respond(
     ctx,
     200,
@@ -262,9 +263,7 @@ async function listForWorkspace(ctx: ApiContext): Promise<void> {
       (stages.get(run.id) ?? []).map((stage) => stage.id),
     ),
   );
-  const included = include.has('task_stages')
-    ? (await Promise.all(runs.map((run) => includedStages(ctx, run, stages.get(run.id) ?? [])))).flat()
-    : [];
+  const included = include.has('task_stages') ? await includedStages(ctx, runs, stages) : [];
   respond(ctx, 200, collection(resources, page, total, publicRequestUrl(ctx), included));
 }
 

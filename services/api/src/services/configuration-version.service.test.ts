@@ -1,24 +1,10 @@
 import { beforeAll, describe, expect, it } from '@jest/globals';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
+import { configurationArchive } from '../../../../test/support/archives.ts';
 import { checkArchive, inflateHead } from './configuration-version.service.ts';
 
 const MiB = 1024 * 1024;
 const LIMIT = 50 * MiB; // CONFIGURATION_VERSION_MAX_BYTES's default
-
-/** A real .tar.gz made by the system's tar. */
-function tarGz(mainTf: string): Buffer {
-  const dir = mkdtempSync(join(tmpdir(), 'runtasks-archive-'));
-  try {
-    writeFileSync(join(dir, 'main.tf'), mainTf);
-    return execFileSync('tar', ['-czf', '-', '-C', dir, 'main.tf']);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
 
 const notTar = { ok: false, status: 422, detail: 'The decompressed upload is not a tar archive.', errored: true };
 const invalidGzip = { ok: false, status: 422, detail: 'The archive could not be decompressed: it is not valid gzip data.', errored: true };
@@ -31,7 +17,7 @@ const tooLarge = {
 const notGzip = { ok: false, status: 422, detail: 'The upload must be a gzip-compressed tar archive (.tar.gz).', errored: false };
 
 describe('checkArchive', () => {
-  const archive = tarGz('resource "null_resource" "x" {}\n');
+  const archive = configurationArchive('resource "null_resource" "x" {}\n');
 
   it.each<[string, () => Buffer, number, object]>([
     ['a real archive', () => archive, LIMIT, { ok: true }],

@@ -1,19 +1,15 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import type { Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
+import { eventually } from '../../../../test/support/fixtures.ts';
 import { createApiServer, SERVER_LIMITS, type ServerLimits } from './server.ts';
 
 /** The production limits scaled down, so that a test waits a fraction of a second for each. */
 const SHORT: ServerLimits = { requestMs: 2_000, headersMs: 300, idleSocketMs: 300, checkIntervalMs: 50 };
 const BIG_BODY = Buffer.alloc(32 * 1024 * 1024, 0x61);
 
-async function eventually(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met before the deadline');
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-}
+/** Polls until `check` holds (the shared `eventually` waits for a value). */
+const until = (check: () => Promise<boolean>): Promise<true> => eventually(async () => ((await check()) ? true : undefined));
 
 const connections = (server: Server): Promise<number> =>
   new Promise((resolve, reject) => server.getConnections((error, count) => (error ? reject(error) : resolve(count))));
@@ -61,7 +57,7 @@ describe("the API's HTTP server limits", () => {
     let closed = false;
     socket.on('close', () => (closed = true));
     socket.write('GET / HTTP/1.1\r\nHost: example\r\n');
-    await eventually(async () => closed);
+    await until(async () => closed);
     expect(await connections(server!)).toBe(0);
   });
 
@@ -69,9 +65,9 @@ describe("the API's HTTP server limits", () => {
     const socket = await open(await start());
     socket.pause();
     socket.write('GET /big HTTP/1.1\r\nHost: example\r\n\r\n');
-    await eventually(async () => (await connections(server!)) === 1);
+    await until(async () => (await connections(server!)) === 1);
     // The client reads nothing: the response cannot drain, the socket goes idle, and the server ends it.
-    await eventually(async () => (await connections(server!)) === 0);
+    await until(async () => (await connections(server!)) === 0);
     expect(socket.bytesRead).toBeLessThan(BIG_BODY.length);
   });
 
@@ -81,9 +77,9 @@ describe("the API's HTTP server limits", () => {
     const answers: string[] = [];
     socket.on('data', (chunk: Buffer) => answers.push(chunk.toString('latin1')));
     socket.write('GET / HTTP/1.1\r\nHost: example\r\n\r\n');
-    await eventually(async () => answers.join('').includes('204'));
+    await until(async () => answers.join('').includes('204'));
     socket.write('GET / HTTP/1.1\r\nHost: example\r\n\r\n');
-    await eventually(async () => answers.join('').split('HTTP/1.1 204').length === 3);
+    await until(async () => answers.join('').split('HTTP/1.1 204').length === 3);
     expect(socket.destroyed).toBe(false);
   });
 });

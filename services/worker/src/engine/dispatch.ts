@@ -149,7 +149,7 @@ export class Acknowledgements {
  * must not be able to call back in the task's place) and NUL, which PostgreSQL refuses in text, replaced.
  * The token is cut out before the excerpt is cut short, so no part of one at the cut stays.
  */
-export function attemptExcerpt(outcome: DeliveryOutcome, token: string): string {
+function attemptExcerpt(outcome: DeliveryOutcome, token: string): string {
   const text = outcome.kind === 'response' ? outcome.bodyExcerpt : outcome.message;
   const window = text.slice(0, EXCERPT_LIMIT + token.length);
   return (token === '' ? window : window.replaceAll(token, '[redacted]')).slice(0, EXCERPT_LIMIT).replaceAll('\u0000', '\uFFFD');

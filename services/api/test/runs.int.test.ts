@@ -724,13 +724,19 @@ describe('runs API', () => {
       expectTransitionNotAllowed(await api(h, 'post', `/runs/${runId}/actions/cancel`, org.organizationToken));
     });
 
-    it("discards a run whose post_plan tasks are running (202; HCP's discardable group), canceling what is open", async () => {
+    /** A run with its post_plan stage and that stage's results in `postPlan`, and the run in `status`. */
+    async function runWithPostPlan(postPlan: 'running' | 'passed', status: RunStatus): Promise<string> {
       const runId = await runWithTasks();
       const em = h.orm.em.fork();
-      const postPlan = (await stagesInDb(h, runId)).find((stage) => stage.stage === 'post_plan')!;
-      await em.nativeUpdate(TaskStage, { id: postPlan.id }, { status: 'running' });
-      await em.nativeUpdate(TaskResult, { taskStage: postPlan.id }, { status: 'running' });
-      await setRunStatus(h, runId, 'post_plan_running');
+      const stage = (await stagesInDb(h, runId)).find((candidate) => candidate.stage === 'post_plan')!;
+      await em.nativeUpdate(TaskStage, { id: stage.id }, { status: postPlan });
+      await em.nativeUpdate(TaskResult, { taskStage: stage.id }, { status: postPlan });
+      await setRunStatus(h, runId, status);
+      return runId;
+    }
+
+    it("discards a run whose post_plan tasks are running (202; HCP's discardable group), canceling what is open", async () => {
+      const runId = await runWithPostPlan('running', 'post_plan_running');
       expect((await show(runId)).data.attributes.actions).toMatchObject({ 'is-cancelable': true, 'is-discardable': true });
 
       expect((await api(h, 'post', `/runs/${runId}/actions/discard`, org.organizationToken)).status).toBe(202);
@@ -743,12 +749,7 @@ describe('runs API', () => {
     });
 
     it('leaves finished stages and results alone when canceling', async () => {
-      const runId = await runWithTasks();
-      const em = h.orm.em.fork();
-      const postPlan = (await stagesInDb(h, runId)).find((stage) => stage.stage === 'post_plan')!;
-      await em.nativeUpdate(TaskStage, { id: postPlan.id }, { status: 'passed' });
-      await em.nativeUpdate(TaskResult, { taskStage: postPlan.id }, { status: 'passed' });
-      await setRunStatus(h, runId, 'confirmed');
+      const runId = await runWithPostPlan('passed', 'confirmed');
 
       expect((await api(h, 'post', `/runs/${runId}/actions/cancel`, org.organizationToken)).status).toBe(202);
       const stages = await stagesInDb(h, runId);

@@ -5,7 +5,7 @@ import { parseArgs } from 'node:util';
 import { buildApp } from './app.ts';
 import { ensureAdminToken, hasActiveAdminToken, issueToken } from './auth/tokens.ts';
 import { bootstrap, runMain, StartupError } from './bootstrap.ts';
-import { createApiServer } from './http/server.ts';
+import { connectionCeiling, createApiServer, openFilesLimit, SERVER_LIMITS } from './http/server.ts';
 import { createApiOps } from './ops/create-ops.ts';
 
 /** Listens on HOST:PORT; a port taken (or an option the platform lacks) stops start-up in one line. */
@@ -20,7 +20,10 @@ function listen(app: ReturnType<typeof buildApp>, config: Config): Promise<Serve
   return new Promise((resolve, reject) => {
     const refuse = (error: NodeJS.ErrnoException): void => reject(refusal(error));
     try {
-      const server = createApiServer(app.callback());
+      // Room kept for what the process opens besides: its database pools (a worker's is half as large
+      // again), Redis, LISTEN connections, files.
+      const reserved = 2 * config.databasePoolSize + 64;
+      const server = createApiServer(app.callback(), SERVER_LIMITS, connectionCeiling(openFilesLimit(), reserved));
       server.listen({ port: config.port, host: config.host, reusePort: config.reusePort }, () => {
         // Later server errors are not start-up's: they must not vanish into a settled promise.
         server.off('error', refuse);

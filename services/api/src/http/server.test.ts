@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import type { Server } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { eventually } from '../../../../test/support/fixtures.ts';
-import { createApiServer, SERVER_LIMITS, type ServerLimits } from './server.ts';
+import { connectionCeiling, createApiServer, openFilesLimit, SERVER_LIMITS, type ServerLimits } from './server.ts';
 
 /** The production limits scaled down, so that a test waits a fraction of a second for each. */
 const SHORT: ServerLimits = { requestMs: 2_000, headersMs: 300, idleSocketMs: 300, checkIntervalMs: 50 };
@@ -18,11 +18,15 @@ describe("the API's HTTP server limits", () => {
   let server: Server | undefined;
   const sockets: Socket[] = [];
 
-  async function start(): Promise<number> {
-    server = createApiServer((req, res) => {
-      if (req.url === '/big') res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(BIG_BODY);
-      else res.writeHead(204).end();
-    }, SHORT);
+  async function start(maxConnections?: number): Promise<number> {
+    server = createApiServer(
+      (req, res) => {
+        if (req.url === '/big') res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(BIG_BODY);
+        else res.writeHead(204).end();
+      },
+      SHORT,
+      maxConnections,
+    );
     await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
     return (server.address() as AddressInfo).port;
   }
@@ -81,5 +85,51 @@ describe("the API's HTTP server limits", () => {
     socket.write('GET / HTTP/1.1\r\nHost: example\r\n\r\n');
     await until(async () => answers.join('').split('HTTP/1.1 204').length === 3);
     expect(socket.destroyed).toBe(false);
+  });
+
+  it('take no more connections than the ceiling: one past it is closed at once, and the server still answers', async () => {
+    const port = await start(2);
+    await open(port);
+    const second = await open(port);
+    await until(async () => (await connections(server!)) === 2);
+    const third = await open(port);
+    let thirdClosed = false;
+    third.on('close', () => (thirdClosed = true));
+    await until(async () => thirdClosed);
+    expect(await connections(server!)).toBe(2);
+    // One goes: a new client is served.
+    second.destroy();
+    await until(async () => (await connections(server!)) === 1);
+    const fourth = await open(port);
+    const answers: string[] = [];
+    fourth.on('data', (chunk: Buffer) => answers.push(chunk.toString('latin1')));
+    fourth.write('GET / HTTP/1.1\r\nHost: example\r\n\r\n');
+    await until(async () => answers.join('').includes('HTTP/1.1 204'));
+  });
+});
+
+describe('the connection ceiling', () => {
+  const limits = (soft: string): string =>
+    `Limit                     Soft Limit           Hard Limit           Units     \nMax open files            ${soft}                 1048576              files     \n`;
+
+  it.each([
+    ['a soft limit of 1024', limits('1024'), 1024],
+    ['a soft limit of 20000', limits('20000'), 20000],
+    ['no limit', limits('unlimited'), undefined],
+    ['nothing readable', '', undefined],
+  ])('reads %s as %s', (_label, text, expected) => {
+    expect(openFilesLimit(text)).toBe(expected);
+  });
+
+  it("reads this process's own limit on Linux", () => {
+    expect(openFilesLimit()).toBeGreaterThan(0);
+  });
+
+  it.each([
+    [1024, 84, 940],
+    [50, 84, 1],
+    [undefined, 84, undefined],
+  ])('with %s open files and %s reserved, takes %s connections', (openFiles, reserved, expected) => {
+    expect(connectionCeiling(openFiles, reserved)).toBe(expected);
   });
 });

@@ -18,13 +18,13 @@ describe("the API's HTTP server limits", () => {
   let server: Server | undefined;
   const sockets: Socket[] = [];
 
-  async function start(maxConnections?: number): Promise<number> {
+  async function start(maxConnections?: number, limits: ServerLimits = SHORT): Promise<number> {
     server = createApiServer(
       (req, res) => {
         if (req.url === '/big') res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(BIG_BODY);
         else res.writeHead(204).end();
       },
-      SHORT,
+      limits,
       maxConnections,
     );
     await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
@@ -88,7 +88,8 @@ describe("the API's HTTP server limits", () => {
   });
 
   it('take no more connections than the ceiling: one past it is closed at once, and the server still answers', async () => {
-    const port = await start(2);
+    // Timeouts far off, so that only the ceiling closes a connection here.
+    const port = await start(2, { ...SHORT, headersMs: 20_000, idleSocketMs: 20_000, requestMs: 30_000 });
     await open(port);
     const second = await open(port);
     await until(async () => (await connections(server!)) === 2);

@@ -2,7 +2,7 @@ import { bodyParser } from '@koa/bodyparser';
 import { ApiError } from '@runtasks/shared';
 import type { Middleware } from 'koa';
 import type { z } from 'zod';
-import { abortedByClient, clientClosedRequest } from './errors.ts';
+import { abortedByClient } from './errors.ts';
 
 export const JSON_BODY_LIMIT = '1mb';
 
@@ -42,7 +42,8 @@ export function jsonBodyParser(limit = JSON_BODY_LIMIT): Middleware {
     jsonLimit: limit,
     encoding: 'utf-8',
     onError: (error, ctx) => {
-      if (abortedByClient(ctx.req, error)) throw clientClosedRequest();
+      // The error handler answers a client that went away (499), as for every other route.
+      if (abortedByClient(ctx.req, error)) throw error;
       const status = (error as { status?: number }).status;
       if (status === 413) throw new ApiError(413, 'payload too large', `The request body exceeds ${limit}.`);
       throw new ApiError(400, 'malformed JSON', 'The request body is not valid JSON.', { pointer: '' });

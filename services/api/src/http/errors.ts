@@ -65,7 +65,7 @@ export function abortedByClient(request: Context['req'], thrown: unknown): boole
   return !request.complete && typeof code === 'string' && ABORT_CODES.has(code);
 }
 
-export const clientClosedRequest = (): ApiError =>
+const clientClosedRequest = (): ApiError =>
   new ApiError(499, 'client closed request', 'The client closed the connection before the request was complete.');
 
 export const errorHandler: Middleware = async (ctx, next) => {

@@ -23,13 +23,9 @@ export const metaRoutes: RouteDef[] = [
       ctx.set('X-TFE-Version', TFE_VERSION);
       // Not "HCP Terraform": go-tfe's IsCloud() would then skip version checks and assume cloud-only behaviour.
       ctx.set('TFP-AppName', 'Run Tasks Service');
-      // go-tfe throttles itself to 2/3 of this many requests per second with a burst of 1/3 (tfe.go
-      // configureLimiter). With rate limiting off (0) the header is left out, as on every other route:
-      // go-tfe reads a missing (or non-positive) value as "no limit" (rate.Inf), so it never waits
-      // for a budget we do not enforce; a literal 0 would mean the same to go-tfe but reads to other
-      // clients as "no requests allowed".
-      const perSecond = ctx.deps.config.rateLimitPerSecond;
-      if (perSecond > 0) ctx.set('X-RateLimit-Limit', String(perSecond));
+      // X-RateLimit-Limit, which go-tfe throttles itself by (2/3 of it per second, tfe.go configureLimiter),
+      // is the rate limiter's to send, as on every route: the limit it enforces, and none where it enforces
+      // none (go-tfe reads a missing value as "no limit").
       ctx.status = 204;
     },
   },

@@ -174,7 +174,7 @@ export function slopeOf(tasks: readonly PipelineResult[]): { a: number; b: numbe
 }
 
 /** The slope of each process's CPU-ms per run, and of the WAL's KB per run, over S·T (see slopeOf). */
-export function slopesByPart(tasks: readonly PipelineResult[]): Map<string, number> | undefined {
+function slopesByPart(tasks: readonly PipelineResult[]): Map<string, number> | undefined {
   if (tasks.length < 2) return undefined;
   const slopes = new Map<string, number>();
   const roles = Object.keys(tasks[0]?.cpuMsPerRunByRole ?? {}) as (keyof PipelineResult['cpuMsPerRunByRole'])[];

@@ -73,7 +73,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     TASK_DESTINATION_ALLOWLIST: '127.0.0.1/32',
     ...options.env,
   });
-  const orm = await openOrm(config.databaseUrl, 5);
+  // As the API opens it (bootstrap.ts), with the configuration's statement timeout.
+  const orm = await openOrm(config.databaseUrl, 5, { statementTimeoutMs: config.databaseStatementTimeoutMs });
   const secrets = createSecretBox(TEST_SECRET_KEY);
   const logger = options.logger ?? createLogger(config.logLevel, 'test');
   const taskClient = createTaskClient({ allowlist: config.taskDestinationAllowlist });

@@ -53,7 +53,7 @@ export async function bootstrap(options: BootstrapOptions): Promise<Runtime> {
   let orm: MikroORM;
   try {
     if (options.createDatabase) await ensureDatabaseExists(config.databaseUrl);
-    orm = await openOrm(config.databaseUrl, config.databasePoolSize);
+    orm = await openOrm(config.databaseUrl, config.databasePoolSize, { statementTimeoutMs: config.databaseStatementTimeoutMs });
     await orm.em.getConnection().execute('select 1');
   } catch (error) {
     const message = postgresUnreachableMessage(error, config.databaseUrl);

@@ -21,7 +21,7 @@ async function main(): Promise<void> {
   const logger = createLogger(config.logLevel, 'runtasks-worker');
   let orm;
   try {
-    orm = await openOrm(config.databaseUrl, config.databasePoolSize);
+    orm = await openOrm(config.databaseUrl, config.databasePoolSize, { statementTimeoutMs: config.databaseStatementTimeoutMs });
     await orm.em.getConnection().execute('select 1');
   } catch (error) {
     throw new Error(postgresUnreachableMessage(error, config.databaseUrl) ?? String(error), { cause: error });

@@ -1,7 +1,7 @@
 import { MikroORM } from '@mikro-orm/postgresql';
 import pg from 'pg';
 import { connectionName } from './connection-name.ts';
-import { ormConfig } from './orm-config.ts';
+import { ormConfig, type SessionLimits } from './orm-config.ts';
 
 /** The URL with any password replaced, safe for logs and start-up messages. */
 export function redactUrl(url: string): string {
@@ -44,12 +44,20 @@ export async function ensureDatabaseExists(databaseUrl: string): Promise<boolean
   }
 }
 
-export async function openOrm(databaseUrl: string, poolMax = 10): Promise<MikroORM> {
-  return MikroORM.init(ormConfig(databaseUrl, { pool: { min: 0, max: poolMax } }));
+export async function openOrm(databaseUrl: string, poolMax = 10, limits: SessionLimits = {}): Promise<MikroORM> {
+  return MikroORM.init(ormConfig(databaseUrl, { pool: { min: 0, max: poolMax } }, limits));
 }
 
+/**
+ * Applies pending migrations, all or none, in one transaction that lifts the pool's statement timeout:
+ * a migration may rewrite or index a whole table, which the backstop for requests and jobs is not for.
+ */
 export async function migrateUp(orm: MikroORM): Promise<string[]> {
-  const applied = await orm.migrator.up();
+  const connection = orm.em.getConnection();
+  const applied = await connection.transactional(async (transaction) => {
+    await connection.execute('set local statement_timeout = 0', [], 'run', transaction);
+    return orm.migrator.up({ transaction });
+  });
   return applied.map((migration) => migration.name);
 }
 

@@ -34,8 +34,17 @@ function releaseClientsWhoseConnectionEnded(pool: Pool): void {
   });
 }
 
+export interface SessionLimits {
+  /**
+   * PostgreSQL's `statement_timeout` for every connection of the pool (0 or absent: none). A backstop:
+   * a statement stuck behind a lock nobody releases (an operator's, a frozen process's) would otherwise
+   * hold its connection, and the request or job waiting on it, for as long as the lock lasts.
+   */
+  statementTimeoutMs?: number;
+}
+
 /** One ORM configuration for the API, the worker, the CLI and the tests. */
-export function ormConfig(databaseUrl: string, overrides: Partial<Options> = {}): Options {
+export function ormConfig(databaseUrl: string, overrides: Partial<Options> = {}, limits: SessionLimits = {}): Options {
   return defineConfig({
     clientUrl: databaseUrl,
     entities: ENTITIES,
@@ -60,6 +69,7 @@ export function ormConfig(databaseUrl: string, overrides: Partial<Options> = {})
       // API's pool with it. None of our transactions waits on anything outside PostgreSQL, so 10 s idle
       // inside one means the client is stuck: PostgreSQL ends that session and its locks go.
       idle_in_transaction_session_timeout: 10_000,
+      ...(limits.statementTimeoutMs ? { statement_timeout: limits.statementTimeoutMs } : {}),
       onPoolCreated: releaseClientsWhoseConnectionEnded,
       // MikroORM passes pg only the host, port, user, password and database of the URL; the whole URL
       // reaches pg too, so its parameters (sslmode and the other ssl ones, options, application_name)

@@ -11,8 +11,12 @@ interface ErrorObject {
   meta?: Record<string, unknown>;
 }
 
-/** SQLSTATE classes that mean "the database is unavailable", not "the request is bad". */
-const UNAVAILABLE_CODES = /^(08|53|57P0)/;
+/**
+ * SQLSTATEs that mean "the database cannot serve this now", not "the request is bad": connection
+ * exceptions (08), insufficient resources (53), shutdowns (57P0x), and a statement cancelled by its
+ * timeout (57014) or refused a lock (55P03), which retrying later may get past.
+ */
+const UNAVAILABLE_CODES = /^(08|53|57P0|57014$|55P03$)/;
 /** Socket errors of a connection to a backing service (a server stopped mid-query resets it). */
 const NETWORK_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'ECONNRESET', 'EPIPE']);
 

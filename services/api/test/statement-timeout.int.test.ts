@@ -1,0 +1,123 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { migrateUp, nativePool, openOrm } from '@runtasks/shared';
+import pg from 'pg';
+import { api, createRun, seedOrganization, uniqueName, type Fixture } from '../../../test/support/fixtures.ts';
+import { startHarness, type Harness } from '../../../test/support/harness.ts';
+
+/**
+ * DATABASE_STATEMENT_TIMEOUT_MS, a backstop on every connection of the API's pool: a statement stuck
+ * behind a lock that nobody releases (an operator's, a frozen process's) ends, its request answers
+ * 503 and its connection serves again, instead of both being held for as long as the lock lasts.
+ * Migrations lift it: they may rewrite a whole table, and waiting for a lock is their job.
+ */
+const TIMEOUT_MS = 400;
+
+async function holdLock(databaseUrl: string, statement: string): Promise<{ release: () => Promise<void> }> {
+  const locker = new pg.Client({ connectionString: databaseUrl });
+  await locker.connect();
+  await locker.query('begin');
+  await locker.query(statement);
+  return {
+    release: async () => {
+      await locker.query('rollback');
+      await locker.end();
+    },
+  };
+}
+
+describe('DATABASE_STATEMENT_TIMEOUT_MS', () => {
+  let h: Harness;
+  let org: Fixture;
+  beforeAll(async () => {
+    h = await startHarness({ env: { DATABASE_STATEMENT_TIMEOUT_MS: String(TIMEOUT_MS) } });
+    org = await seedOrganization(h, uniqueName('timeout'));
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it('is set on the connections of the pool that requests use', async () => {
+    const { rows } = await (
+      await nativePool(h.orm.em)
+    ).query<{ timeout: string }>(`select current_setting('statement_timeout') as timeout`);
+    expect(rows[0]?.timeout).toBe(`${TIMEOUT_MS}ms`);
+  });
+
+  it('a request waiting on a lock answers 503 with Retry-After at the timeout, changes nothing, and every connection serves again', async () => {
+    const runId = await createRun(h, org.organizationToken, org.workspaceId, { 'auto-apply': false });
+    const before = await api(h, 'get', `/runs/${runId}`, org.organizationToken);
+    expect(before.status).toBe(200);
+    const lock = await holdLock(h.config.databaseUrl, 'lock table runs in access exclusive mode');
+    let answers: { status: number; retryAfter: unknown; title: unknown }[];
+    try {
+      // More requests than the pool has connections (5): each waits, is cut off, and hands its connection on.
+      answers = await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          const res = await api(h, 'get', `/runs/${runId}`, org.organizationToken);
+          return { status: res.status, retryAfter: res.headers['retry-after'], title: res.body?.errors?.[0]?.title };
+        }),
+      );
+    } finally {
+      await lock.release();
+    }
+    expect(answers).toEqual(Array.from({ length: 8 }, () => ({ status: 503, retryAfter: '5', title: 'service unavailable' })));
+    // The lock is gone: every connection of the pool serves again, and the run is as it was.
+    const after = await Promise.all(Array.from({ length: 5 }, () => api(h, 'get', `/runs/${runId}`, org.organizationToken)));
+    expect(after.map((res) => res.status)).toEqual([200, 200, 200, 200, 200]);
+    expect(after[0]?.body.data.attributes).toEqual(before.body.data.attributes);
+  });
+
+  it('a write behind a lock is refused whole: 503, and nothing of it is kept', async () => {
+    const lock = await holdLock(h.config.databaseUrl, 'lock table workspaces in access exclusive mode');
+    const name = uniqueName('stuck');
+    let res: Awaited<ReturnType<typeof api>>;
+    try {
+      res = await api(h, 'post', `/organizations/${org.organization}/workspaces`, org.organizationToken, {
+        data: { type: 'workspaces', attributes: { name } },
+      });
+    } finally {
+      await lock.release();
+    }
+    expect(res.status).toBe(503);
+    expect((await api(h, 'get', `/organizations/${org.organization}/workspaces/${name}`, org.organizationToken)).status).toBe(404);
+  });
+
+  it('migrations are not cut short: migrateUp waits for a lock past the timeout', async () => {
+    // Take the last migration back by hand, so that it is pending again on this database.
+    const last = 'Migration20261125170000RunStagesPlanned';
+    const admin = new pg.Client({ connectionString: h.config.databaseUrl });
+    await admin.connect();
+    try {
+      await admin.query('alter table runs drop column stages_planned');
+      await admin.query('delete from mikro_orm_migrations where name = $1', [last]);
+    } finally {
+      await admin.end();
+    }
+    const orm = await openOrm(h.config.databaseUrl, 2, { statementTimeoutMs: TIMEOUT_MS });
+    try {
+      // Its ALTER TABLE needs the table to itself: it waits for this lock, three timeouts long.
+      const lock = await holdLock(h.config.databaseUrl, 'lock table runs in share mode');
+      const heldMs = 3 * TIMEOUT_MS;
+      const started = Date.now();
+      const released = new Promise((resolve) => setTimeout(resolve, heldMs)).then(() => lock.release());
+      const applied = await migrateUp(orm);
+      await released;
+      expect(applied).toEqual([last]);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(heldMs);
+      // Outside the migrations' transaction, the pool's own timeout still holds.
+      const { rows } = await (
+        await nativePool(orm.em)
+      ).query<{ timeout: string }>(`select current_setting('statement_timeout') as timeout`);
+      expect(rows[0]?.timeout).toBe(`${TIMEOUT_MS}ms`);
+    } finally {
+      await orm.close();
+    }
+    const column = await h.orm.em
+      .fork()
+      .getConnection()
+      .execute<{ n: number }[]>(
+        `select count(*)::int as n from information_schema.columns where table_name = 'runs' and column_name = 'stages_planned'`,
+      );
+    expect(column[0]?.n).toBe(1);
+  });
+});

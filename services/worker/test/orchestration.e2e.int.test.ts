@@ -32,11 +32,15 @@ import { opensslHmac } from '../../../test/support/signatures.ts';
  * End to end: the API in this process, two worker processes (services/worker/src/main.ts) sharing
  * PostgreSQL and Redis with it, and real task servers (examples/run-task-server) on loopback that
  * are called, acknowledge, read the plan with their access token and call back. Timings come from
- * the environment (2 s progress timeout, 0.2 s retry delays, 0.5 s sweeper), so the file stays fast.
+ * the environment (4 s progress timeout, 0.2 s retry delays, 0.5 s sweeper), so the file stays fast.
+ * The progress timeout ends every stage whose task has not answered in time, so it is also the
+ * longest stall of the machine a passing run survives: at 2 s, a four-stage run ended `errored`
+ * once under the full suite's load.
  */
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-const PROGRESS_TIMEOUT_SECONDS = 2;
+const PROGRESS_TIMEOUT_SECONDS = 4;
+const PROGRESS_TIMEOUT_MS = PROGRESS_TIMEOUT_SECONDS * 1000;
 const TIMINGS = {
   TASK_PROGRESS_TIMEOUT_SECONDS: String(PROGRESS_TIMEOUT_SECONDS),
   TASK_RETRY_DELAYS_SECONDS: '0.2,0.2',
@@ -654,7 +658,8 @@ describe('orchestration end to end: API + two worker processes + real task serve
     });
 
     it('cancels a run while a task has acknowledged but not called back; the later callback gets 409', async () => {
-      const { workspaceId, tasks } = await workspaceWith(org, [{ callbackDelayMs: 1500, readPlan: false }]);
+      // The callback comes well inside the progress window, late enough for the cancel to come first.
+      const { workspaceId, tasks } = await workspaceWith(org, [{ callbackDelayMs: 0.75 * PROGRESS_TIMEOUT_MS, readPlan: false }]);
       const server = (tasks[0] as TaskSetup).server;
       const runId = await createRun(h, org.organizationToken, workspaceId, { 'auto-apply': true });
       const request = await answeredRequest(server);
@@ -703,9 +708,9 @@ describe('orchestration end to end: API + two worker processes + real task serve
     });
 
     it('extends the deadline on a running progress callback; the same task without progress times out', async () => {
-      // A slow path to the task (1.5 s) puts its callbacks late in the 2 s progress window: the final
-      // verdict comes ~2.7 s after the stage started, past the first deadline.
-      const slow = { delayMs: 1500, callbackDelayMs: 1200, readPlan: false };
+      // A slow path to the task (3 s) puts its callbacks late in the 4 s progress window: the final
+      // verdict comes ~5.4 s after the stage started, past the first deadline.
+      const slow = { delayMs: 0.75 * PROGRESS_TIMEOUT_MS, callbackDelayMs: 0.6 * PROGRESS_TIMEOUT_MS, readPlan: false };
       const progressing = await workspaceWith(org, [{ ...slow, mode: 'progress' }]);
       const silent = await workspaceWith(org, [{ ...slow, mode: 'callback' }]);
       const progressRun = await createRun(h, org.organizationToken, progressing.workspaceId, { 'auto-apply': false });
@@ -724,8 +729,8 @@ describe('orchestration end to end: API + two worker processes + real task serve
       const result = await getResult(org, progressId);
       const startedAt = Date.parse(result.timestamps['running-at'] ?? '');
       // Without the progress callback the deadline was startedAt + 2 s; the verdict came after it.
-      expect(Date.parse(result.timestamps['passed-at'] ?? '') - startedAt).toBeGreaterThan(PROGRESS_TIMEOUT_SECONDS * 1000);
-      expect(new Date(row?.progress_deadline ?? 0).getTime() - startedAt).toBeGreaterThan(PROGRESS_TIMEOUT_SECONDS * 1000);
+      expect(Date.parse(result.timestamps['passed-at'] ?? '') - startedAt).toBeGreaterThan(PROGRESS_TIMEOUT_MS);
+      expect(new Date(row?.progress_deadline ?? 0).getTime() - startedAt).toBeGreaterThan(PROGRESS_TIMEOUT_MS);
 
       // The control: same timings, no progress → errored at the deadline, and its verdict is refused.
       await runReaches(org, silentRun, 'errored');

@@ -8,7 +8,8 @@ import { startHarness, type Harness } from '../../../test/support/harness.ts';
  * DATABASE_STATEMENT_TIMEOUT_MS, a backstop on every connection of the API's pool: a statement stuck
  * behind a lock that nobody releases (an operator's, a frozen process's) ends, its request answers
  * 503 and its connection serves again, instead of both being held for as long as the lock lasts.
- * Migrations lift it: they may rewrite a whole table, and waiting for a lock is their job.
+ * Migrations lift it: they may rewrite a whole table, and waiting for a lock is their job. So do the
+ * cascading deletes of a workspace or an organization, which keep a lock timeout of the same length.
  */
 const TIMEOUT_MS = 400;
 
@@ -81,6 +82,62 @@ describe('DATABASE_STATEMENT_TIMEOUT_MS', () => {
     expect(res.status).toBe(503);
     expect((await api(h, 'get', `/organizations/${org.organization}/workspaces/${name}`, org.organizationToken)).status).toBe(404);
   });
+
+  /** A workspace or an organization to delete, and the path that deletes it and the one that shows it. */
+  const doomed = {
+    'a workspace': async () => {
+      const name = uniqueName('doomed-ws');
+      const created = await api(h, 'post', `/organizations/${org.organization}/workspaces`, org.organizationToken, {
+        data: { type: 'workspaces', attributes: { name } },
+      });
+      const path = `/workspaces/${created.body.data.id}`;
+      return { table: 'workspaces', token: org.organizationToken, path, shown: path };
+    },
+    'an organization': async () => {
+      const other = await seedOrganization(h, uniqueName('doomed-org'));
+      const path = `/organizations/${other.organization}`;
+      return { table: 'organizations', token: h.adminToken, path, shown: path };
+    },
+  } as const;
+
+  it.each(Object.keys(doomed) as (keyof typeof doomed)[])(
+    'deleting %s takes as long as its cascade needs: the statement timeout is lifted for it',
+    async (kind) => {
+      const target = await doomed[kind]();
+      // The cascade of years of runs, standing in: three timeouts of work inside the DELETE itself.
+      const admin = new pg.Client({ connectionString: h.config.databaseUrl });
+      await admin.connect();
+      try {
+        await admin.query(`create or replace function slow_cascade() returns trigger language plpgsql as $$
+          begin perform pg_sleep(${(3 * TIMEOUT_MS) / 1000}); return old; end $$`);
+        await admin.query(`create trigger slow_cascade before delete on ${target.table} for each row execute function slow_cascade()`);
+        const res = await api(h, 'delete', target.path, target.token);
+        expect(res.status).toBe(204);
+      } finally {
+        await admin.query(`drop trigger if exists slow_cascade on ${target.table}`);
+        await admin.end();
+      }
+      expect((await api(h, 'get', target.shown, h.adminToken)).status).toBe(404);
+    },
+  );
+
+  it.each(Object.keys(doomed) as (keyof typeof doomed)[])(
+    'deleting %s waits for a lock no longer than the timeout: 503, and nothing is deleted',
+    async (kind) => {
+      const target = await doomed[kind]();
+      // The cascade must delete from runs, which this lock keeps to itself.
+      const lock = await holdLock(h.config.databaseUrl, 'lock table runs in access exclusive mode');
+      let res: Awaited<ReturnType<typeof api>>;
+      try {
+        res = await api(h, 'delete', target.path, target.token);
+      } finally {
+        await lock.release();
+      }
+      expect(res.status).toBe(503);
+      expect(res.headers['retry-after']).toBe('5');
+      expect((await api(h, 'get', target.shown, h.adminToken)).status).toBe(200);
+    },
+  );
 
   it('migrations are not cut short: migrateUp waits for a lock past the timeout', async () => {
     // Take the last migration back by hand, so that it is pending again on this database.

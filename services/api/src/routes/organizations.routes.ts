@@ -1,5 +1,5 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { ApiError, EDITIONS, newId, notFound, Organization } from '@runtasks/shared';
+import { ApiError, EDITIONS, inLongTransaction, newId, notFound, Organization } from '@runtasks/shared';
 import { z } from 'zod';
 import { principalsChanged } from '../auth/authenticate.ts';
 import { isAdmin, isOwnerOf } from '../auth/principal.ts';
@@ -96,7 +96,10 @@ async function update(ctx: ApiContext): Promise<void> {
 async function destroy(ctx: ApiContext): Promise<void> {
   const organization = await findOrganization(ctx, true);
   if (!isOwnerOf(ctx.state.principal, organization.id)) throw notFound();
-  await ctx.state.em.nativeDelete(Organization, { id: organization.id });
+  // Everything it owns goes with it, however much: no statement timeout, only a lock timeout.
+  await inLongTransaction(ctx.state.em, ctx.deps.config.databaseStatementTimeoutMs, (tx) =>
+    tx.nativeDelete(Organization, { id: organization.id }),
+  );
   // Its tokens and teams went with it.
   principalsChanged(ctx);
   respond(ctx, 204);

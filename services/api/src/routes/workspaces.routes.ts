@@ -1,5 +1,5 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { newId, notFound, Workspace } from '@runtasks/shared';
+import { inLongTransaction, newId, notFound, Workspace } from '@runtasks/shared';
 import { z } from 'zod';
 import { canCreateWorkspaces, workspaceScope, type WorkspaceNeed } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
@@ -105,7 +105,10 @@ function updateWith(where: (ctx: ApiContext) => FilterQuery<Workspace>) {
 function destroyWith(where: (ctx: ApiContext) => FilterQuery<Workspace>) {
   return async (ctx: ApiContext): Promise<void> => {
     const workspace = await findWorkspace(ctx, 'manage', where(ctx));
-    await ctx.state.em.nativeDelete(Workspace, { id: workspace.id });
+    // Its runs, results and archives go with it, however many: no statement timeout, only a lock timeout.
+    await inLongTransaction(ctx.state.em, ctx.deps.config.databaseStatementTimeoutMs, (tx) =>
+      tx.nativeDelete(Workspace, { id: workspace.id }),
+    );
     respond(ctx, 204);
   };
 }

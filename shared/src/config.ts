@@ -12,7 +12,8 @@ export const ConfigSchema = z
     DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/ }).default('postgres://postgres@127.0.0.1:5432/runtasks'),
     // Connections of one process (API or worker) to PostgreSQL; keep the sum over processes under max_connections.
     DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(1000).default(10),
-    // A backstop for the API's and the workers' statements (0: none); migrations are never cut short.
+    // A backstop for the API's and the workers' statements (0: none); migrations and the cascading deletes
+    // of a workspace or an organization lift it (those keep it as a lock timeout).
     DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(0).max(86_400_000).default(30_000),
     REDIS_URL: z.url({ protocol: /^rediss?$/ }).default('redis://127.0.0.1:6379/0'),
     HOST: z.string().min(1).default('127.0.0.1'),

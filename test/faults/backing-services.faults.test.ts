@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { openOrm } from '@runtasks/shared';
 import { Redis } from 'ioredis';
-import pg from 'pg';
 import { startRunTaskServer, type RunTaskServer } from '../../examples/run-task-server/server.ts';
 import { startWorker, type RunningWorker } from '../../services/worker/src/worker.ts';
 import { uniqueName } from '../support/assertions.ts';
@@ -12,6 +11,7 @@ import { recordFigures } from '../support/figures.ts';
 import { api, createRun, eventually, seedOrganization, type Fixture } from '../support/fixtures.ts';
 import { withAdminClient } from '../support/databases.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
+import { holdLock } from '../support/locks.ts';
 import { checkInvariants, expectNoViolations } from '../support/invariants.ts';
 
 /**
@@ -362,14 +362,8 @@ describe('PostgreSQL faults: the worker behind a fault proxy, every connection t
     const unexpected: string[] = [];
     // An operator's ACCESS EXCLUSIVE lock on runs: every request that reads a run waits on it while holding one
     // of the API's five connections; the rest wait for a connection until the pool's 5 s checkout timeout.
-    const locker = new pg.Client({ connectionString: h.config.databaseUrl });
-    await locker.connect();
-    await locker.query('begin');
-    await locker.query('lock table runs in access exclusive mode');
-    const locking = new Promise((resolve) => setTimeout(resolve, lockHeldMs)).then(async () => {
-      await locker.query('commit');
-      await locker.end();
-    });
+    const lock = await holdLock(h.config.databaseUrl, 'lock table runs in access exclusive mode');
+    const locking = new Promise((resolve) => setTimeout(resolve, lockHeldMs)).then(() => lock.release());
     await Promise.all(
       Array.from({ length: 12 }, async () => {
         const res = await api(h, 'get', `/runs/${runId}/task-stages`, org.organizationToken);

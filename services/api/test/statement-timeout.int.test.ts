@@ -3,6 +3,7 @@ import { migrateUp, nativePool, openOrm } from '@runtasks/shared';
 import pg from 'pg';
 import { api, createRun, seedOrganization, uniqueName, type Fixture } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
+import { holdLock } from '../../../test/support/locks.ts';
 
 /**
  * DATABASE_STATEMENT_TIMEOUT_MS, a backstop on every connection of the API's pool: a statement stuck
@@ -13,19 +14,6 @@ import { startHarness, type Harness } from '../../../test/support/harness.ts';
  */
 // Long enough that no ordinary statement of this file reaches it, even on a machine busy with the whole suite.
 const TIMEOUT_MS = 1000;
-
-async function holdLock(databaseUrl: string, statement: string): Promise<{ release: () => Promise<void> }> {
-  const locker = new pg.Client({ connectionString: databaseUrl });
-  await locker.connect();
-  await locker.query('begin');
-  await locker.query(statement);
-  return {
-    release: async () => {
-      await locker.query('rollback');
-      await locker.end();
-    },
-  };
-}
 
 describe('DATABASE_STATEMENT_TIMEOUT_MS', () => {
   let h: Harness;
@@ -84,7 +72,7 @@ describe('DATABASE_STATEMENT_TIMEOUT_MS', () => {
     expect((await api(h, 'get', `/organizations/${org.organization}/workspaces/${name}`, org.organizationToken)).status).toBe(404);
   });
 
-  /** A workspace or an organization to delete, and the path that deletes it and the one that shows it. */
+  /** A workspace or an organization to delete, its table, and the path that deletes and shows it. */
   const doomed = {
     'a workspace': async () => {
       const name = uniqueName('doomed-ws');
@@ -92,12 +80,12 @@ describe('DATABASE_STATEMENT_TIMEOUT_MS', () => {
         data: { type: 'workspaces', attributes: { name } },
       });
       const path = `/workspaces/${created.body.data.id}`;
-      return { table: 'workspaces', token: org.organizationToken, path, shown: path };
+      return { table: 'workspaces', token: org.organizationToken, path };
     },
     'an organization': async () => {
       const other = await seedOrganization(h, uniqueName('doomed-org'));
       const path = `/organizations/${other.organization}`;
-      return { table: 'organizations', token: h.adminToken, path, shown: path };
+      return { table: 'organizations', token: h.adminToken, path };
     },
   } as const;
 
@@ -118,7 +106,7 @@ describe('DATABASE_STATEMENT_TIMEOUT_MS', () => {
         await admin.query(`drop trigger if exists slow_cascade on ${target.table}`);
         await admin.end();
       }
-      expect((await api(h, 'get', target.shown, h.adminToken)).status).toBe(404);
+      expect((await api(h, 'get', target.path, h.adminToken)).status).toBe(404);
     },
   );
 
@@ -136,7 +124,7 @@ describe('DATABASE_STATEMENT_TIMEOUT_MS', () => {
       }
       expect(res.status).toBe(503);
       expect(res.headers['retry-after']).toBe('5');
-      expect((await api(h, 'get', target.shown, h.adminToken)).status).toBe(200);
+      expect((await api(h, 'get', target.path, h.adminToken)).status).toBe(200);
     },
   );
 

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { checkReadiness, Metrics } from '@runtasks/shared';
 import { rateLimit } from './ops/rate-limit.ts';
 import { buildOpenApiDocument } from './openapi/document.ts';
-import { docsPage } from './openapi/docs-page.ts';
+import { serveReference } from './openapi/reference-page.ts';
 import { authenticate, authenticateCallback, authenticateTokenOrTask } from './auth/authenticate.ts';
 import { RequestState, type ApiContext, type ApiContextExtras, type ApiDeps, type ApiOps, type ApiState } from './context.ts';
 import { jsonBodyParser, requireJsonContentType } from './http/body.ts';
@@ -126,9 +126,8 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
     } else if (ctx.path === '/openapi.json') {
       openApi ??= buildOpenApiDocument(routes, deps.config.publicBaseUrl);
       ctx.body = openApi;
-    } else if (ctx.path === '/docs') {
-      ctx.type = 'text/html';
-      ctx.body = docsPage('/openapi.json');
+    } else if (await serveReference(ctx, '/openapi.json', deps.config.publicBaseUrl)) {
+      return;
     } else if (ctx.path === '/metrics') {
       ctx.type = ops.metrics.registry.contentType;
       ctx.body = await ops.metrics.registry.metrics();

@@ -33,7 +33,7 @@ export function prepared(name: string, text: string): PreparedStatement {
  * moved, the results it started and the run, in one statement whose text depends on which): each
  * distinct text is prepared under a name of its own, up to `limit` texts per family, so each is
  * parsed once per connection (and planned once where PostgreSQL settles on the generic plan; for
- * the advance's write it keeps planning for the values, see the README). Texts past the limit run
+ * the advance's write it keeps planning for the values, docs/design.md, "Hot statements are prepared"). Texts past the limit run
  * unprepared.
  */
 export class StatementShapes {

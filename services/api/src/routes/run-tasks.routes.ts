@@ -146,7 +146,7 @@ async function create(ctx: ApiContext): Promise<void> {
  * when the organization is not the caller's ($2: theirs, null for the site admin), one row with a null
  * task for a page past the end. PostgreSQL keeps a prepared statement's generic plan only where it
  * looks no dearer than planning each execution for its values, and it prices a limit or offset it
- * cannot see at a tenth of the rows (README, Design notes). So the page size is written into the text
+ * cannot see at a tenth of the rows (docs/design.md, "The task list's page"). So the page size is written into the text
  * (one prepared statement per size, 1 to 100), and the offset is a sub-select, which every plan, custom
  * or generic, prices alike: with `offset $3` the custom plans saw the offset and the generic one did
  * not, and in a table whose statistics give an organization many tasks each page was planned again

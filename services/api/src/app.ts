@@ -33,10 +33,10 @@ type RouterMiddleware = ReturnType<Router<ApiState, ApiContextExtras>['routes']>
 
 /**
  * The routes as one router per first path segment (`runs`, `task-results`, …), each with its own
- * `allowedMethods`, behind a lookup of the segment: a router tests its routes' patterns one by one, and
- * a request now meets the few under its segment (up to 18) instead of all 64 (1.2–1.4 µs per request
- * here). Every route's path starts with a fixed segment, so the one router that can match a path is
- * the one asked; a segment no route has falls through to the 404.
+ * `allowedMethods`, behind a lookup of the segment: a router tests its patterns one by one, so a request
+ * meets only those under its segment (docs/design.md, "Smaller choices"). Every route's path starts with
+ * a fixed segment, so the one router that can match a path is the one asked; a segment no route has
+ * falls through to the 404.
  */
 function buildRouters(routes: readonly RouteDef[], ops: ApiOps): RouterMiddleware {
   // Authentication runs before the input is looked at: a 401 never depends on the body, the query or

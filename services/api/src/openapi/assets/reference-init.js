@@ -12,6 +12,8 @@
     tryItOutEnabled: false,
     persistAuthorization: false,
     displayRequestDuration: true,
+    // Shows each operation's x-auth (public, token, callback) and what its schema could not express.
+    showExtensions: true,
     filter: true,
   });
 })();

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const SOURCE = process.env['RESILIENCE_REPORT_DIR'] ?? join(ROOT, 'test-results', 'resilience');
 const TARGET = join(ROOT, 'bench', 'results');
-/** The suites reliability.md §4.2 asks for, in its order; anything else found is listed after them. */
+/** The suites of docs/resilience.md, in its order; anything else found is listed after them. */
 const EXPECTED = ['processes', 'backing-services', 'task-servers', 'races', 'fuzz', 'soak'];
 
 type Value = string | number | boolean | null | Record<string, string | number | boolean | null>;
@@ -70,7 +70,7 @@ const lines = [
   '# Resilience figures',
   '',
   `Generated ${new Date().toISOString()} by \`npm run resilience:report\` from ${SOURCE.replace(ROOT, '')}. Counts the suites`,
-  'observed while their tests asserted; a figure here is never a target. See reliability.md §4 for the scenarios.',
+  'observed while their tests asserted; a figure here is never a target. See docs/resilience.md for the scenarios.',
   '',
   '| Suite | Scenarios | Recorded at | Non-zero failure figures |',
   '| --- | ---: | --- | --- |',

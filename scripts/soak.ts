@@ -1,6 +1,6 @@
 /**
  * Soak: the service under a steady mixed load for a bounded time, with a fault every few minutes, watched
- * for slow leaks and for anything lost (reliability.md §4.2, group E).
+ * for slow leaks and for anything lost.
  *
  *   npm run soak                                   # 30 minutes, 4 runs/s, a fault every 3 minutes
  *   npm run soak -- --minutes 3 --fault-every 30   # a short one (test/soak.int.test.ts runs this shape)

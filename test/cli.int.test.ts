@@ -16,7 +16,7 @@ function cli(...args: string[]): { status: number | null; stdout: string; stderr
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
-describe('admin CLI (README: Admin CLI)', () => {
+describe('admin CLI (docs/operations.md: Admin CLI)', () => {
   afterAll(async () => {
     await withAdminClient((client) => dropDatabase(client, database));
   });

@@ -6,7 +6,7 @@ import { PREFIX, SERVER_URL, withAdminClient } from './support/databases.ts';
 import { RESILIENCE_REPORT_DIR, type SuiteFigures } from './support/figures.ts';
 
 /**
- * A short soak (scripts/soak.ts, reliability.md §4.2 group E): two minutes of mixed load on two API and three
+ * A short soak (scripts/soak.ts): two minutes of mixed load on two API and three
  * worker processes with a fault every 20 s (worker kill -9, API kill -9, worker SIGSTOP past the lock
  * duration, PostgreSQL terminating every service connection), then the invariants. Two minutes only catch a
  * gross leak, so growth is allowed up to 50 % here; `npm run soak` runs 30 minutes and holds it to 10 %.

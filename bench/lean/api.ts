@@ -1,5 +1,5 @@
 /**
- * The lean reference's API (shared/reference/performance.md, A6), measured in the same run as the
+ * The lean reference's API (docs/benchmarks.md), measured in the same run as the
  * project so the targets, which were set from it on another machine, can be read on this one.
  * Koa and raw `pg`, no auth, no validation beyond what routing needs, no logging, no retries:
  *

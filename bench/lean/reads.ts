@@ -1,6 +1,5 @@
 /**
- * The lean reference's reads (shared/reference/performance.md, H3: "lean raw-pg implementation" and
- * "one-query route, Koa + pg PK"), on the project's own tables so they read the very rows the
+ * The lean reference's reads (a raw-`pg` query per route on Koa, keyed by primary key), on the project's own tables so they read the very rows the
  * project's API is measured on: no auth, one `pg` query per resource (plus `count(*)` for a list's
  * total), JSON:API documents of the same attributes. Mounted by bench/lean/api.ts.
  */

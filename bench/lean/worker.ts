@@ -1,5 +1,5 @@
 /**
- * The lean reference's worker (shared/reference/performance.md, A6): BullMQ at concurrency 50,
+ * The lean reference's worker (docs/benchmarks.md): BullMQ at concurrency 50,
  * raw `pg`, undici.
  *
  * - `run.start` inserts the run's stages and task results in one transaction (the first stage's

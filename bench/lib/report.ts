@@ -97,8 +97,8 @@ export async function collectMeta(options: Options, figures: string[], startedAt
 }
 
 /**
- * Lean reference pipeline of shared/reference/performance.md (A6, H3; other machine, Node 24 where
- * given), from which the targets were set. bench/lean rebuilds it, so it is also measured in the run.
+ * The lean reference pipeline as first measured on another machine (Node 24 where given), from
+ * which the targets were set (docs/benchmarks.md). bench/lean rebuilds it, so it is also measured in the run.
  */
 export const LEAN = {
   runsPerSecond: 143,
@@ -407,7 +407,7 @@ export function markdown(results: Results): string {
         );
       if (lean3)
         out.push(
-          "The lean reference (`bench/lean`) rebuilds the one of shared/reference/performance.md (A6), from which the targets were set: Koa and raw `pg`, BullMQ at concurrency 50, one transaction to start a run, two statements per callback; no auth, no validation, no enforcement, no outbox, no retries or deadlines, no logging. It runs on the same harness, task server and load generator, up at the same time as the project's configuration of the same T, their samples interleaved (project, lean, project, …), so both see the same minutes of the machine; the stack not being measured stands idle, its processes counted as foreign CPU.",
+          "The lean reference (`bench/lean`) rebuilds the pipeline the targets were set from (docs/benchmarks.md): Koa and raw `pg`, BullMQ at concurrency 50, one transaction to start a run, two statements per callback; no auth, no validation, no enforcement, no outbox, no retries or deadlines, no logging. It runs on the same harness, task server and load generator, up at the same time as the project's configuration of the same T, their samples interleaved (project, lean, project, …), so both see the same minutes of the machine; the stack not being measured stands idle, its processes counted as foreign CPU.",
           '',
         );
     }

@@ -13,7 +13,7 @@ function expectInvalid(env: Record<string, string>, variable: string): void {
   expect((error as Error).message).toContain(variable);
 }
 
-describe('loadConfig defaults (DESIGN §4a)', () => {
+describe('loadConfig defaults', () => {
   const config = loadConfig({});
 
   it.each([

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * The configuration contract (DESIGN §4a). Parsed once at start-up; nothing else reads process.env.
+ * The configuration contract (docs/operations.md, "Configuration"). Parsed once at start-up; nothing else reads process.env.
  * Names and meanings are stable because operators and tests rely on them.
  */
 const positiveInt = z.coerce.number().int().positive();

@@ -35,10 +35,10 @@ export class ApiError extends Error {
   }
 }
 
-/** Missing, malformed, unknown, expired and revoked tokens all get this one body (DESIGN §4). */
+/** Missing, malformed, unknown, expired and revoked tokens all get this one body: a caller learns nothing about which it was. */
 export const unauthorized = (): ApiError => new ApiError(401, 'unauthorized');
 
-/** Missing, other organization's and not-permitted resources all get this one body (DESIGN §4). */
+/** Missing, other organization's and not-permitted resources all get this one body: nothing tells a caller what exists. */
 export const notFound = (): ApiError => new ApiError(404, 'not found');
 
 export const methodNotAllowed = (): ApiError => new ApiError(405, 'method not allowed', 'This endpoint does not accept that method.');

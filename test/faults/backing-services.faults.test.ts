@@ -15,7 +15,7 @@ import { holdLock } from '../support/locks.ts';
 import { checkInvariants, expectNoViolations } from '../support/invariants.ts';
 
 /**
- * Backing-service faults (reliability.md §4.2 group B).
+ * Backing-service faults: Redis and PostgreSQL slow, cut off, paused or exhausted.
  *
  * Redis reached through a TCP fault proxy that adds latency, becomes a blackhole, or resets every
  * connection, and Redis pausing every client (`CLIENT PAUSE`), while runs are being created by an API

@@ -15,7 +15,7 @@ import { expectNoViolations } from '../support/invariants.ts';
 import { encode, Raw } from '../support/raw-json.ts';
 
 /**
- * Fuzzing at scale (reliability.md §4.2 scenarios 19 and 24, §5.1): ≥ 100,000 hostile request bodies
+ * Fuzzing at scale: ≥ 100,000 hostile request bodies
  * over raw keep-alive HTTP to every write route of the route table (a new route is fuzzed as soon as it
  * is in ROUTES; a path parameter this file cannot fill fails the test) and to the task-result callback
  * with the access token of a really dispatched result and with wrong ones.
@@ -38,7 +38,7 @@ import { encode, Raw } from '../support/raw-json.ts';
 
 const SUITE = 'fuzz';
 const SEED = Number(process.env['FUZZ_SEED'] ?? 0x5eed_f022);
-/** The acceptance figure (scenario 24): at least this many bodies in one run. */
+/** The acceptance figure: at least this many bodies in one run. */
 const TOTAL_BODIES = 100_000;
 /** Requests in flight at once over the keep-alive pool. */
 const IN_FLIGHT = 24;

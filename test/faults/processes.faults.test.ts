@@ -29,18 +29,18 @@ import { probe } from '../support/processes.ts';
 import { OutboxRelay } from '../../services/worker/src/outbox-relay.ts';
 
 /**
- * Process faults (reliability.md §4.2 group A) with worker and API processes started from the sources.
+ * Process faults with worker and API processes started from the sources.
  *
- * - Acceptance (scenarios 1 and 5, plus kill -9 of the API): at least 1,000 runs × 3 tasks created
+ * - Acceptance (workers killed and frozen, plus kill -9 of the API): at least 1,000 runs × 3 tasks created
  *   concurrently through an API process while, at seeded random points of the load, workers are killed -9
  *   (and replaced), one worker is SIGSTOPped for longer than BullMQ's lock duration (its jobs stall and
  *   run again elsewhere; on SIGCONT it wakes with stale locks and leases, as after a blocked event loop),
  *   and the API process is killed -9 mid-request and restarted. Nothing may be lost, duplicated or stuck.
- * - Scenario 2: a run-created job stalled twice (past maxStalledCount) fails in BullMQ; the sweeper still
+ * - A run-created job stalled twice (past maxStalledCount) fails in BullMQ; the sweeper still
  *   drives the run.
- * - Scenario 3: SIGTERM while delivering: exit 0, no stalls, no second POST.
+ * - SIGTERM while delivering: exit 0, no stalls, no second POST.
  *
- * Scenario 4 (the same run-created job twice, a replayed outbox row) is covered by
+ * The same run-created job twice (a replayed outbox row) is covered by
  * services/worker/test/outbox.int.test.ts ("publishing twice is harmless"), and a job processed twice by
  * two workers happens here whenever a stalled job runs again; not repeated as a test of its own.
  * FAULT_SEED replays a fault schedule; FAULT_RUNS changes the load (default 1,000).

@@ -29,7 +29,7 @@ import {
 } from '../support/scripted-server.ts';
 
 /**
- * Lifecycle races (reliability.md §4.2 group F): concurrent overrides of one stage, a task changed
+ * Lifecycle races: concurrent overrides of one stage, a task changed
  * or removed while its results are in flight, and three workers ending the same expired results.
  * The API and the workers run in this process on a cloned database and a queue prefix of their own;
  * task servers are small node:http listeners on loopback that record every request.

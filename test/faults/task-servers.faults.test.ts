@@ -22,7 +22,7 @@ import {
 } from '../support/scripted-server.ts';
 
 /**
- * Task servers that misbehave (reliability.md §4.2 groups C and E): slow, failing, redirecting,
+ * Task servers that misbehave: slow, failing, redirecting,
  * silent, racing their own deadline, or answering with hostile bodies. The API runs in this process
  * with an in-process worker whose task client has a short per-attempt timeout (injected, as the
  * worker allows), so every scenario takes seconds. Task servers are small node:http listeners on

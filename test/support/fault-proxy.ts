@@ -3,7 +3,7 @@ import { createConnection, createServer, type AddressInfo, type Server, type Soc
 /**
  * A loopback TCP proxy in front of a backing service (Redis, PostgreSQL) whose behaviour can be
  * switched while clients are connected, to inject network faults without touching the shared
- * services (reliability.md §4.2 group B). Modes:
+ * services. Modes:
  * - `pass`: bytes flow both ways untouched.
  * - `latency`: each chunk, in either direction, is delayed by `latencyMs` (order kept per direction).
  * - `blackhole`: connections are accepted and held open, nothing is forwarded either way; chunks

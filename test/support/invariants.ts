@@ -18,9 +18,21 @@ import {
 import type { Redis } from 'ioredis';
 
 /**
- * The "nothing lost" invariants of reliability.md §4.1 (INV-1…7 and INV-10), as SQL over the
- * database (and, optionally, a scan of BullMQ's keys in Redis). Run them once the system is quiet
- * after a fault; every broken rule becomes one line in `violations`, naming the row.
+ * The "nothing lost" invariants, as SQL over the database (and, optionally, a scan of BullMQ's keys in
+ * Redis). Run them once the system is quiet after a fault; every broken rule becomes one line in
+ * `violations`, naming the row and the invariant (listed in docs/resilience.md):
+ *
+ * - INV-1 stages: a run has exactly the task stages its tasks call for, one per run stage.
+ * - INV-2 results: a stage has one result per task it calls for, none without its stage.
+ * - INV-3 no stuck result: an open result has a deadline that has not long passed, in a live stage.
+ * - INV-4 no stuck run: every run is final, waits for a person, or has something that will move it.
+ * - INV-5 enforcement: a final stage's status is what its results and their enforcement say.
+ * - INV-6 timestamps: the current status has its timestamp, each set once, in order, after creation.
+ * - INV-7 outbox: no event stays unpublished past the grace.
+ * - INV-10 secrets: no token or HMAC key in what BullMQ keeps in Redis.
+ *
+ * INV-9 (deliveries signed and for one result each) and INV-11 (no 5xx but 503, no unplanned exit)
+ * are checked over the task servers' ledgers and the processes in test/support/cluster.ts.
  */
 
 /** A pg `Client`/`Pool` (`$1` placeholders), or anything with MikroORM's `execute` (`?` placeholders). */

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { checkReadiness, Metrics } from '@runtasks/shared';
 import { rateLimit } from './ops/rate-limit.ts';
 import { buildOpenApiDocument } from './openapi/document.ts';
-import { docsPage } from './openapi/docs-page.ts';
+import { serveReference } from './openapi/reference-page.ts';
 import { authenticate, authenticateCallback, authenticateTokenOrTask } from './auth/authenticate.ts';
 import { RequestState, type ApiContext, type ApiContextExtras, type ApiDeps, type ApiOps, type ApiState } from './context.ts';
 import { jsonBodyParser, requireJsonContentType } from './http/body.ts';
@@ -33,10 +33,10 @@ type RouterMiddleware = ReturnType<Router<ApiState, ApiContextExtras>['routes']>
 
 /**
  * The routes as one router per first path segment (`runs`, `task-results`, …), each with its own
- * `allowedMethods`, behind a lookup of the segment: a router tests its routes' patterns one by one, and
- * a request now meets the few under its segment (up to 18) instead of all 64 (1.2–1.4 µs per request
- * here). Every route's path starts with a fixed segment, so the one router that can match a path is
- * the one asked; a segment no route has falls through to the 404.
+ * `allowedMethods`, behind a lookup of the segment: a router tests its patterns one by one, so a request
+ * meets only those under its segment (docs/design.md, "Smaller choices"). Every route's path starts with
+ * a fixed segment, so the one router that can match a path is the one asked; a segment no route has
+ * falls through to the 404.
  */
 function buildRouters(routes: readonly RouteDef[], ops: ApiOps): RouterMiddleware {
   // Authentication runs before the input is looked at: a 401 never depends on the body, the query or
@@ -126,9 +126,8 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
     } else if (ctx.path === '/openapi.json') {
       openApi ??= buildOpenApiDocument(routes, deps.config.publicBaseUrl);
       ctx.body = openApi;
-    } else if (ctx.path === '/docs') {
-      ctx.type = 'text/html';
-      ctx.body = docsPage('/openapi.json');
+    } else if (await serveReference(ctx, '/openapi.json', deps.config.publicBaseUrl)) {
+      return;
     } else if (ctx.path === '/metrics') {
       ctx.type = ops.metrics.registry.contentType;
       ctx.body = await ops.metrics.registry.metrics();

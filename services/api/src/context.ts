@@ -93,7 +93,7 @@ export type ApiContext = ParameterizedContext<ApiState, ApiContextExtras> & { pa
 
 /**
  * The pg pool under the ORM, for the prepared statements of the hot paths. Reaching it touches no
- * identity map, so it needs no EntityManager of the request's own: no fork (~25 µs) for requests that
- * use nothing else.
+ * identity map, so it needs no EntityManager of the request's own: no fork for requests that use
+ * nothing else (docs/design.md, "Smaller choices").
  */
 export const poolOf = (ctx: ApiContext): Promise<Pool> => nativePool(ctx.deps.orm.em);

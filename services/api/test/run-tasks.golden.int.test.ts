@@ -21,7 +21,7 @@ import { startHarness, type Harness } from '../../../test/support/harness.ts';
 
 /**
  * Golden tests: every run task endpoint, request and response, checked field by field against
- * shared/reference/hcp-compatibility.md §3 (what go-tfe, the provider and the Terraform CLI decode).
+ * what go-tfe, the provider and the Terraform CLI decode (docs/api.md, "Compatibility").
  * Documents are compared whole (`toEqual`), so a renamed, retyped, missing or extra attribute fails.
  */
 
@@ -264,7 +264,7 @@ function expectIncludeError(res: Response): void {
   expect(error.source).toEqual({ parameter: 'include' });
 }
 
-describe('run tasks API golden documents (hcp-compatibility.md §3)', () => {
+describe('run tasks API golden documents', () => {
   let h: Harness;
   let taskServer: TaskServer;
   /** A standard organization, entitled to global run tasks. */
@@ -338,7 +338,7 @@ describe('run tasks API golden documents (hcp-compatibility.md §3)', () => {
     await new Promise<void>((resolve) => (taskServer ? taskServer.server.close(() => resolve()) : resolve()));
   });
 
-  describe('§3.2 organization tasks', () => {
+  describe('organization tasks', () => {
     it('create → 201 with the whole tasks document; global-configuration stage order kept; hmac-key never echoed', async () => {
       const name = uniqueName('task');
       const before = taskServer.requests.length;
@@ -788,7 +788,7 @@ describe('run tasks API golden documents (hcp-compatibility.md §3)', () => {
     });
   });
 
-  describe('§3.3 workspace task associations', () => {
+  describe('workspace task associations', () => {
     let fixture: Fixture;
     let taskId: string;
 
@@ -1048,7 +1048,7 @@ describe('run tasks API golden documents (hcp-compatibility.md §3)', () => {
     });
   });
 
-  describe('§3.4 task stages', () => {
+  describe('task stages', () => {
     it('two workspace tasks on post_plan → one post_plan stage holding two results with workspace-task-id and task-name', async () => {
       const fixture = await seedOrganization(h, uniqueName('golden-two'));
       const alpha = await newTask(fixture);
@@ -1287,7 +1287,7 @@ describe('run tasks API golden documents (hcp-compatibility.md §3)', () => {
     });
   });
 
-  describe('§3.5 task results and outcomes', () => {
+  describe('task results and outcomes', () => {
     let run: Awaited<ReturnType<typeof runWithTask>>;
     let resultId: string;
     let outcomeIds: string[];
@@ -1322,7 +1322,7 @@ describe('run tasks API golden documents (hcp-compatibility.md §3)', () => {
       outcomeIds = outcomes.map((outcome) => outcome.id);
     });
 
-    it('show → 200 with every attribute of §3.5 and both task-stage relationships', async () => {
+    it('show → 200 with every attribute go-tfe decodes and both task-stage relationships', async () => {
       const res = await api(h, 'get', `/task-results/${resultId}`, run.fixture.organizationToken);
       expectStatus(res, 200);
       expect(Object.keys(res.body)).toEqual(['data']);
@@ -1401,7 +1401,7 @@ describe('run tasks API golden documents (hcp-compatibility.md §3)', () => {
     });
   });
 
-  describe('§2.5 override', () => {
+  describe('override', () => {
     /** Puts a stage in awaiting_override as the worker would, with its timestamp. */
     async function awaitOverride(stageId: string): Promise<string> {
       const at = new Date().toISOString();

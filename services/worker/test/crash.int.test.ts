@@ -48,7 +48,7 @@ import { buildApp } from '../../api/src/app.ts';
 import { issueToken } from '../../api/src/auth/tokens.ts';
 
 /**
- * Crash tests (reliability.md §4.2 scenarios 1, 6 and 8): worker processes killed with SIGKILL under
+ * Crash tests: worker processes killed with SIGKILL under
  * load, Redis killed and restarted empty, PostgreSQL stopped with `-m immediate` and restarted. Each
  * ends, once the system is quiet, with the "nothing lost" invariants (test/support/invariants.ts), the
  * task servers' ledgers, and no HTTP 5xx other than 503. Everything runs on loopback; Redis and

@@ -458,7 +458,7 @@ describe('orchestration end to end: API + two worker processes + real task serve
 
       const blocks = enforcement === 'mandatory' && outcome !== 'passed';
       const run = await runReaches(org, runId, blocks ? 'errored' : 'post_plan_completed');
-      // DESIGN §3: a mandatory failure is the stage's status; advisory failures only warn.
+      // A mandatory failure is the stage's status; advisory failures only warn.
       const { stage } = await stageOf(org, runId, 'post_plan');
       expect(stage.status).toBe(blocks ? expected.result : 'passed');
       expect(run.warnings).toBe(enforcement === 'advisory' && outcome !== 'passed');

@@ -6,10 +6,9 @@ const { Pool: PgPool } = pg;
 
 /**
  * A statement PostgreSQL parses and plans once per connection (a named prepared statement) rather
- * than at every execution, as MikroORM's `execute` does (it inlines the parameters into the text).
- * For the statements run for every request, task result or callback, planning a join costs the
- * server more than running it (measured: 140 µs planned each time, 40 µs prepared, for the run
- * snapshot's four-table join). Parameters are `$1`, `$2`, … and may repeat.
+ * than at every execution, as MikroORM's `execute` does (it inlines the parameters into the text):
+ * for the statements every request, result or callback runs, planning costs more than running
+ * (docs/design.md, "Hot statements are prepared"). Parameters are `$1`, `$2`, … and may repeat.
  *
  * Column lists are explicit, never `*`: a cached plan whose result columns change (a migration that
  * adds a column while this process runs) fails with "cached plan must not change result type".
@@ -32,9 +31,7 @@ export function prepared(name: string, text: string): PreparedStatement {
  * Prepared statements for a statement built from a few shapes (a run's advance writes the stages it
  * moved, the results it started and the run, in one statement whose text depends on which): each
  * distinct text is prepared under a name of its own, up to `limit` texts per family, so each is
- * parsed once per connection (and planned once where PostgreSQL settles on the generic plan; for
- * the advance's write it keeps planning for the values, see the README). Texts past the limit run
- * unprepared.
+ * parsed once per connection. Texts past the limit run unprepared.
  */
 export class StatementShapes {
   private readonly family: string;
@@ -76,14 +73,10 @@ export async function runPrepared<T extends QueryResultRow>(
 }
 
 /**
- * The session settings of a pool that runs generic plans which read by index (`plan_cache_mode =
- * force_generic_plan`, `enable_seqscan = off`), for statements that all find their rows by an index.
- * Left to choose, PostgreSQL plans a statement with an array parameter (`unnest($1::text[])`) for its
- * values at every execution (it cannot tell the generic plan's cost from the array's length, and
- * planning costs more than running). Seq scans are off because a generic plan made while a table is
- * small (new, or just truncated) would scan it whole, and be kept as it grows. Sent as the connection's
- * startup `options`, so they hold for the whole session and nowhere else (a pooler that hands server
- * connections around per transaction applies them per client, or refuses them: never lends them out).
+ * The session settings of a pool for statements that all find their rows by an index: generic plans
+ * always, since PostgreSQL would plan a statement with an array parameter at every execution; no seq
+ * scans, since a generic plan made while a table is small would scan it whole as it grows. Startup
+ * `options`, so they hold for the session alone (docs/design.md, "Hot statements are prepared").
  */
 export const GENERIC_INDEX_OPTIONS = '-c plan_cache_mode=force_generic_plan -c enable_seqscan=off';
 

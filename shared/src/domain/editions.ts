@@ -1,4 +1,4 @@
-/** `free` allows one run task on at most ten workspaces; `standard` is unlimited (DESIGN §3 Editions). */
+/** `free` allows one run task on at most ten workspaces; `standard` is unlimited (docs/design.md, "Editions"). */
 export const EDITIONS = ['free', 'standard'] as const;
 export type Edition = (typeof EDITIONS)[number];
 

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 
-/** Resource id prefixes, HCP style (DESIGN §3 Ids). One place owns them. */
+/** Resource id prefixes, HCP style, so clients and users recognise them. One place owns them. */
 export const ID_PREFIX = {
   organization: 'org',
   workspace: 'ws',

@@ -14,7 +14,7 @@ import {
 import { statusTimestampKey } from './timestamps.ts';
 
 /**
- * Model-based test of the run lifecycle (reliability.md §4.2, §5.1): random sequences of what can
+ * Model-based test of the run lifecycle: random sequences of what can
  * happen to a run from outside — a task's callback, a deadline, a delivery that fails, an override,
  * apply, cancel, discard — are applied both to
  *
@@ -22,7 +22,7 @@ import { statusTimestampKey } from './timestamps.ts';
  *   every stage, runActionTarget for the three actions), with the same bookkeeping the API and the
  *   worker do around them in SQL (a callback only moves an open result; cancel and discard end open
  *   results and stages; a run that ended cancels the stages it never started), and
- * - a small model of HCP's rules written here from DESIGN §3, in a different shape: a cursor over the
+ * - a small model of HCP's rules (docs/design.md, "How a run moves") written here in a different shape: a cursor over the
  *   run's phases instead of a status switch,
  *
  * and after every command the two must agree on the run status, every stage status, the warning

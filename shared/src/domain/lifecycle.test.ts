@@ -27,7 +27,7 @@ import {
 } from './statuses.ts';
 
 // ---------------------------------------------------------------------------------------------
-// Reference rules, written from DESIGN §3 ("Stage status", "Run outcome", "Override", "Run lifecycle")
+// Reference rules, written from docs/design.md ("How a run moves" and the rules under it)
 // ---------------------------------------------------------------------------------------------
 
 /** Results still waiting for their task. */
@@ -37,7 +37,7 @@ const OPEN_RESULT_STATUSES: readonly TaskResultStatus[] = ['pending', 'running']
 const BLOCKING_PRECEDENCE: readonly StageOutcome[] = ['canceled', 'failed', 'errored', 'unreachable'];
 
 /**
- * DESIGN §3 "Stage status": nothing is decided while a result is open; then the mandatory results decide
+ * Stage status: nothing is decided while a result is open; then the mandatory results decide
  * (worst outcome by precedence, else passed) and every other result that did not pass leaves a warning.
  * In post_apply no result decides: its tasks act as advisory.
  */
@@ -78,7 +78,7 @@ function awaitingStatus(stage: RunStage): RunStatus | null {
   }
 }
 
-/** Hand-written expectation of the next step, from DESIGN §3's run lifecycle. */
+/** Hand-written expectation of the next step, from the run lifecycle (docs/design.md, "How a run moves"). */
 function expectedStep(run: RunSnapshot, stages: readonly StageSnapshot[]): RunStep {
   const find = (stage: RunStage): StageSnapshot | undefined => stages.find((candidate) => candidate.stage === stage);
 

@@ -19,7 +19,7 @@ export interface StageEvaluation {
 }
 
 /**
- * A stage's status from its results (DESIGN §3), or null while any result is still open.
+ * A stage's status from its results (docs/design.md, "Stage status"), or null while any result is still open.
  * Mandatory results decide; advisory ones only warn. post_apply never blocks: its tasks act as advisory.
  */
 export function evaluateStage(stage: RunStage, results: readonly ResultSnapshot[]): StageEvaluation | null {
@@ -138,7 +138,7 @@ function progress(stage: RunStage, run: RunSnapshot, snapshot: StageSnapshot | u
 }
 
 /**
- * The run lifecycle of DESIGN §3 as one pure decision: given the run and its stages, the next step.
+ * The run lifecycle (docs/design.md, "How a run moves") as one pure decision: given the run and its stages, the next step.
  * pending → pre_plan → planning → planned → post_plan → (plan-only: planned_and_finished) → confirmed →
  * pre_apply → applying → applied → post_apply. Stages without tasks are skipped.
  */

@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import type { LookupAddress } from 'node:dns';
 import { BlockedDestinationError, createDestinationGuard, literalAddress, type DestinationGuard } from './destination-guard.ts';
 
-/** Reliability scenario 21: every spelling of a non-public destination, with the address it stands for. */
+/** Every spelling of a non-public destination, with the address it stands for. */
 const LITERAL_VECTORS: [url: string, normalized: string][] = [
   ['http://127.0.0.1', '127.0.0.1'],
   ['http://127.1', '127.0.0.1'],

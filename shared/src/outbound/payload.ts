@@ -1,6 +1,6 @@
 import type { RunStage } from '../domain/statuses.ts';
 
-/** The run task request body, payload version 1 (hcp-compatibility §1.2). Field order is stable. */
+/** The run task request body, payload version 1 (every field HCP sends; docs/api.md, "Compatibility"). Field order is stable. */
 export interface TaskRequestPayload {
   payload_version: 1;
   stage: RunStage;

@@ -14,7 +14,7 @@ export type Principal =
 
 export const isAdmin = (principal: Principal): boolean => principal.kind === 'admin';
 
-/** Organization tokens carry owner rights on their organization (DESIGN §4). */
+/** Organization tokens carry owner rights on their organization, as in HCP. */
 export const isOwnerOf = (principal: Principal, organizationId: string): boolean =>
   principal.kind === 'admin' || (principal.kind === 'organization' && principal.organizationId === organizationId);
 

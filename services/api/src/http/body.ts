@@ -14,7 +14,7 @@ function hasBody(headers: Record<string, string | string[] | undefined>): boolea
 }
 
 /**
- * 415 for any body that is not JSON:API or plain JSON (DESIGN §3). JSON:API 1.0 also requires 415
+ * 415 for any body that is not JSON:API or plain JSON (docs/api.md, "Request rules"). JSON:API 1.0 also requires 415
  * when its media type carries parameters.
  */
 export const requireJsonContentType: Middleware = async (ctx, next) => {

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import type { RouteDef } from '../routes/define.ts';
 import { ROUTES } from '../routes/index.ts';
 import { API_VERSION, buildOpenApiDocument, type JsonSchema, type OpenApiDocument } from './document.ts';
-import { docsPage } from './docs-page.ts';
+import { referenceHtml, referencePolicy } from './reference-page.ts';
 
 const document = buildOpenApiDocument(ROUTES, 'https://runtasks.example.com');
 const openApiPath = (path: string): string => path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
@@ -257,24 +257,32 @@ describe('OpenAPI document', () => {
   });
 });
 
-describe('docs page', () => {
-  const page = docsPage('/openapi.json');
+describe('API reference page', () => {
+  const page = referenceHtml('/openapi.json');
 
-  it('is self-contained HTML: no external scripts, styles or frames', () => {
+  it('loads its scripts and styles from this origin only, and has no inline script', () => {
     expect(page.startsWith('<!doctype html>')).toBe(true);
-    expect(page).not.toMatch(/<script[^>]*\ssrc=/i);
-    expect(page).not.toMatch(/<link\b/i);
-    expect(page).not.toMatch(/<iframe\b/i);
-    expect(page).not.toMatch(/@import|url\(/i);
+    const sources = [...page.matchAll(/<(?:script|link)\b[^>]*\s(?:src|href)="([^"]*)"/gi)].map((match) => match[1]);
+    expect(sources.length).toBeGreaterThanOrEqual(4);
+    for (const source of sources) expect(source).toMatch(/^\/docs\/assets\/[\w.-]+$/);
+    expect(page).not.toMatch(/<script(?![^>]*\ssrc=)[^>]*>/i);
+    expect(page).not.toMatch(/<iframe\b|\son\w+=/i);
   });
 
-  it('fetches the given OpenAPI URL', () => {
-    expect(page).toContain('var OPENAPI_URL = "/openapi.json";');
-    expect(page).toContain('fetch(OPENAPI_URL');
+  it('names the given OpenAPI URL, which cannot break out of its attribute', () => {
+    expect(page).toContain('data-openapi-url="/openapi.json"');
+    const hostile = referenceHtml('/x"><script>alert(1)</script>');
+    expect(hostile).not.toContain('<script>alert');
+    expect(hostile).toContain('data-openapi-url="/x&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"');
   });
 
-  it('cannot be broken out of its script by the URL', () => {
-    const hostile = docsPage('/x</script><script>alert(1)</script>');
-    expect(hostile.match(/<\/script>/g)).toHaveLength(1);
+  it('allows scripts from this origin only, and calls to the API at its public base URL', () => {
+    const policy = referencePolicy('https://tfe.example.com/some/path');
+    const directive = (name: string) => policy.split('; ').find((part) => part.startsWith(`${name} `));
+    expect(directive('script-src')).toBe("script-src 'self'");
+    expect(directive('style-src')).toBe("style-src 'self' 'unsafe-inline'");
+    expect(directive('img-src')).toBe("img-src 'self' data:");
+    expect(directive('connect-src')).toBe("connect-src 'self' https://tfe.example.com");
+    expect(directive('default-src')).toBe("default-src 'none'");
   });
 });

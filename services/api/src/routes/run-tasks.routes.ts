@@ -144,13 +144,9 @@ async function create(ctx: ApiContext): Promise<void> {
 /**
  * A page of an organization's tasks with their workspace-task ids, in one prepared statement: no rows
  * when the organization is not the caller's ($2: theirs, null for the site admin), one row with a null
- * task for a page past the end. PostgreSQL keeps a prepared statement's generic plan only where it
- * looks no dearer than planning each execution for its values, and it prices a limit or offset it
- * cannot see at a tenth of the rows (README, Design notes). So the page size is written into the text
- * (one prepared statement per size, 1 to 100), and the offset is a sub-select, which every plan, custom
- * or generic, prices alike: with `offset $3` the custom plans saw the offset and the generic one did
- * not, and in a table whose statistics give an organization many tasks each page was planned again
- * (0.3 ms of a page's ~0.6 ms of server CPU, after the benchmark's 100,000-task organization).
+ * task for a page past the end. The page size is written into the text (one statement per size) and
+ * the offset is a sub-select, so that every plan prices them alike and PostgreSQL keeps one generic
+ * plan instead of planning each page again (docs/design.md, "The task list's page").
  */
 const TASK_PAGES = new StatementShapes('run-task-page', MAX_PAGE_SIZE);
 

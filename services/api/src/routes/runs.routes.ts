@@ -277,7 +277,7 @@ function action(name: RunAction) {
   };
 }
 
-/** A minimal valid plan document for runs created without one (DESIGN §3 Plan JSON). */
+/** A minimal valid plan document for runs created without one, so task servers always have a plan to read. */
 function minimalPlan(terraformVersion: string): Record<string, unknown> {
   return {
     format_version: '1.2',

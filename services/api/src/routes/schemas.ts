@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-/** `true`/`false`, also as strings: HCP's own samples send strings for booleans (DESIGN §3). */
+/** `true`/`false`, also as strings: HCP's own samples send strings for booleans. */
 export const flexibleBoolean = z.union([z.boolean(), z.enum(['true', 'false']).transform((value) => value === 'true')]);
 
 export const NO_NUL = 'must not contain NUL characters';

@@ -53,9 +53,9 @@ export type Absent<T> = { [K in keyof T]: null };
 export const columnList = (columns: readonly string[], alias: string): string => columns.map((column) => `${alias}.${column}`).join(', ');
 
 /**
- * The ids an ordered subquery selects, as one comma-joined text for `idList` to split: pg's parser of a
- * text[] costs about 1 µs per array (a stages read has one per stage, a page of tasks one per task), a
- * split 0.02. An id never holds a comma: `newId` makes every one of a prefix, a hyphen and base62.
+ * The ids an ordered subquery selects, as one comma-joined text for `idList` to split, which is far
+ * cheaper than pg's parser of a text[] (docs/design.md, "Smaller choices"). An id never holds a comma:
+ * `newId` makes every one of a prefix, a hyphen and base62.
  */
 export const idListSql = (orderedIds: string): string => `array_to_string(array(${orderedIds}), ',')`;
 

@@ -36,7 +36,7 @@ export type DispatchOutcome =
   | { kind: 'retry'; attempt: number; delayMs: number }
   | { kind: 'final'; status: 'errored' | 'unreachable'; runId: string };
 
-/** Never delivered at all: the task could not be executed (DESIGN §3 result statuses). */
+/** Never delivered at all: the task could not be executed (docs/design.md, "Result statuses"). */
 const UNDELIVERABLE: ReadonlySet<DeliveryErrorKind> = new Set(['blocked', 'dns', 'refused', 'tls', 'invalid_url']);
 /** Retrying cannot help: the destination is refused by policy or the URL is malformed. */
 const PERMANENT: ReadonlySet<DeliveryErrorKind> = new Set(['blocked', 'invalid_url']);

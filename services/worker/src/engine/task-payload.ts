@@ -73,7 +73,7 @@ export const DISPATCH_ROW_SQL = `
     join organizations o on o.id = r.organization_id
    where tr.id = ?`;
 
-/** Stages after the plan exists carry the plan JSON URL (hcp-compatibility §1.2). */
+/** Stages after the plan exists carry the plan JSON URL (as HCP sends it). */
 const STAGES_WITH_PLAN: ReadonlySet<RunStage> = new Set(['post_plan', 'pre_apply', 'post_apply']);
 
 /** The run task request, payload version 1, with every field HCP sends. */

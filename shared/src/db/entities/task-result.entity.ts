@@ -48,7 +48,7 @@ const TaskResultSchema = defineEntity({
   properties: {
     id: p.string().length(32).primary(),
     taskStage: () => p.manyToOne(TaskStage).deleteRule('cascade'),
-    // Snapshot, not foreign keys: deleting a task keeps the results already created (DESIGN §3).
+    // Snapshot, not foreign keys: deleting a task keeps the results already created, and they finish.
     taskId: p.string().length(32),
     workspaceTaskId: p.string().length(32).nullable(),
     taskName: p.string().length(255),

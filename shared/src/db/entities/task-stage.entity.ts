@@ -5,7 +5,7 @@ import { Run } from './run.entity.ts';
 const TaskStageSchema = defineEntity({
   name: 'TaskStage',
   tableName: 'task_stages',
-  // Exactly one stage per run stage, whoever plans it and however often (DESIGN §2).
+  // Exactly one stage per run stage, whoever plans it and however often (docs/design.md, "Exactly once by constraint").
   uniques: [{ name: 'task_stages_run_stage_unique', properties: ['run', 'stage'] }],
   properties: {
     id: p.string().length(32).primary(),

@@ -1,6 +1,6 @@
 import { Migration } from '@mikro-orm/migrations';
 
-/** The initial schema: every table of the seed, with the unique constraints of DESIGN §2. */
+/** The initial schema: every table of the seed, with the unique constraints that make stages and results exist once. */
 export class Migration20261121000000Initial extends Migration {
   override up(): void {
     this.addSql(

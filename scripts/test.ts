@@ -1,10 +1,12 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { createConnection } from 'node:net';
-import { startTestServices } from './lib/test-services.ts';
+import { ConfigError } from '../shared/src/config.ts';
+import { EmbeddedError } from '../shared/src/embedded/index.ts';
+import { startOwnServices } from './lib/own-services.ts';
 
 /**
- * `npm test`: checks that PostgreSQL and Redis answer (or starts its own, see ./lib/test-services.ts),
+ * `npm test`: checks that PostgreSQL and Redis answer (or starts its own, see ./lib/own-services.ts),
  * runs Jest (ESM needs --experimental-vm-modules), and ends with one plain line, `N passed, N failed`,
  * read from Jest's JSON report.
  */
@@ -29,7 +31,19 @@ function reachable(host: string, port: number): Promise<boolean> {
 }
 
 // With TEST_POSTGRES_URL or TEST_REDIS_URL unset, an embedded PostgreSQL or private Redis may stand in.
-const embedded = await startTestServices();
+const embedded = await startOwnServices({
+  purpose: 'test',
+  postgres: { variable: 'TEST_POSTGRES_URL', defaultUrl: 'postgres://postgres@127.0.0.1:5432' },
+  redis: { variable: 'TEST_REDIS_URL', defaultUrl: 'redis://127.0.0.1:6379/0' },
+  say: (line) => process.stderr.write(`${line}\n`),
+}).catch((error: unknown) => {
+  if (!(error instanceof EmbeddedError || error instanceof ConfigError)) throw error;
+  process.stderr.write(`${error.message}\n`);
+  process.exit(1);
+});
+// Jest's workers read them from the environment.
+if (embedded?.postgres) process.env['TEST_POSTGRES_URL'] = embedded.postgres.url;
+if (embedded?.redis) process.env['TEST_REDIS_URL'] = embedded.redis.url;
 const postgres = new URL(process.env['TEST_POSTGRES_URL'] ?? 'postgres://postgres@127.0.0.1:5432');
 const redis = new URL(process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379/0');
 const missing: string[] = [];

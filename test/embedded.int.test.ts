@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -279,6 +279,12 @@ describe('startEmbeddedServices with RUNTASKS_EMBEDDED=auto or never', () => {
 
   it('starts both when nothing answers at the default addresses, and stops both', async () => {
     const [pgPort, redisPort] = [await freePort(), await freePort()];
+    // Pid files whose pid now belongs to another process (this one, as after a reboot): removed, the process left alone.
+    mkdirSync(join(dataDir, 'auto', 'pg'), { recursive: true });
+    mkdirSync(join(dataDir, 'auto', 'redis'), { recursive: true });
+    writeFileSync(join(dataDir, 'auto', 'pg', 'postmaster.pid'), `${process.pid}\n`);
+    writeFileSync(join(dataDir, 'auto', 'redis', 'redis.pid'), `${process.pid}\n`);
+    writeFileSync(join(dataDir, 'auto', 'redis', 'redis.port'), `${redisPort}\n`);
     const embedded = await startEmbeddedServices(
       options('auto', `postgres://postgres@127.0.0.1:${pgPort}/x`, `redis://127.0.0.1:${redisPort}/0`),
     );

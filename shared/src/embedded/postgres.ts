@@ -83,7 +83,8 @@ async function stopOrphan(dir: string, say: (line: string) => void): Promise<voi
   const lock = join(dir, 'postmaster.pid');
   const pid = readPid(lock);
   if (pid === undefined) return;
-  if (isRunning(pid) && /postgres/.test(commandLine(pid))) {
+  // Only a postmaster of this directory: after a reboot the pid may be anyone's, the machine's PostgreSQL's too.
+  if (isRunning(pid) && commandLine(pid).includes(`-D ${dir} `)) {
     say(`Stopping the embedded PostgreSQL (pid ${pid}) left running by a previous start that did not stop it.`);
     await stopProcess(pid, 'SIGINT', 30_000);
   }

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { accessSync, closeSync, constants, mkdirSync, openSync, rmSync } from 'node:fs';
+import { accessSync, closeSync, constants, mkdirSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { delimiter, join, resolve } from 'node:path';
 import {
@@ -64,11 +64,16 @@ function pongs(port: number): Promise<true | undefined> {
   });
 }
 
-/** A private Redis left by a start that crashed: stopped (it writes its append-only file first). */
-async function stopOrphan(pidFile: string, say: (line: string) => void): Promise<void> {
+/**
+ * A private Redis left by a start that crashed: stopped (it writes its append-only file first). Only a
+ * server on the port this directory's last start recorded: Redis names itself `redis-server <addr>:<port>`,
+ * and after a reboot the pid may be anyone's, the machine's Redis's too.
+ */
+async function stopOrphan(pidFile: string, portFile: string, say: (line: string) => void): Promise<void> {
   const pid = readPid(pidFile);
   if (pid === undefined) return;
-  if (isRunning(pid) && /(redis|valkey)-server/.test(commandLine(pid))) {
+  const port = readPid(portFile);
+  if (port !== undefined && isRunning(pid) && new RegExp(`(redis|valkey)-server \\S*:${port}\\b`).test(commandLine(pid))) {
     say(`Stopping the private Redis (pid ${pid}) left running by a previous start that did not stop it.`);
     await stopProcess(pid, 'SIGTERM', 30_000);
   }
@@ -81,10 +86,12 @@ export async function startPrivateRedis(dataDir: string, say: (line: string) => 
   const dir = resolve(dataDir, 'redis');
   const log = resolve(dataDir, 'redis.log');
   const pidFile = join(dir, 'redis.pid');
+  const portFile = join(dir, 'redis.port');
   mkdirSync(dir, { recursive: true });
-  await stopOrphan(pidFile, say);
+  await stopOrphan(pidFile, portFile, say);
 
   const port = await freeLoopbackPort();
+  writeFileSync(portFile, `${port}\n`);
   const out = openSync(log, 'a');
   // Its own process group, as the embedded PostgreSQL: the service stops it after its own connections.
   const child = spawn(

@@ -24,12 +24,11 @@ export async function startOwnServices(options: OwnServicesOptions): Promise<Emb
     RUNTASKS_EMBEDDED: env['RUNTASKS_EMBEDDED'],
     RUNTASKS_DATA_DIR: env['RUNTASKS_DATA_DIR'],
   });
-  const embedded = await startEmbeddedServices({
+  return startEmbeddedServices({
     mode: settings.embedded.mode,
     dataDir: join(settings.dataDir, options.purpose),
     postgres: { ...options.postgres, urlSet: !!env[options.postgres.variable] },
     redis: { ...options.redis, urlSet: !!env[options.redis.variable] },
     say: options.say,
   });
-  return embedded;
 }

@@ -57,7 +57,7 @@ export async function bootstrap(options: BootstrapOptions): Promise<Runtime> {
     if (error instanceof ConfigError) throw new StartupError(error.message);
     throw error;
   }
-  // Stopped by the process's exit if start-up fails after this (see startEmbeddedServices).
+  // Should start-up fail after this, the process's exit signals them to stop (see startEmbeddedPostgres).
   const { config: effective, embedded } = options.embed ? await startOneMachineServices(config, logger) : { config, embedded: undefined };
   config = effective;
   let orm: MikroORM;

@@ -14,25 +14,37 @@
  *
  * Uses the PostgreSQL server of DATABASE_URL (its database name is replaced by DEMO_DATABASE, default
  * runtasks_demo, dropped and re-created on each run) and REDIS_URL (keys under a per-run queue prefix,
- * deleted at the end). On a terminal it redraws a small table; with CI set or without a TTY it prints
- * plain lines only. The service logs (at DEMO_LOG_LEVEL, default info) to .runtasks/demo-service.log.
+ * deleted at the end); with either unset and nothing at its default address (or RUNTASKS_EMBEDDED=always),
+ * an embedded PostgreSQL or private Redis of the demo's own in .runtasks/demo, stopped at the end.
+ * On a terminal it redraws a small table; with CI set or without a TTY it prints plain lines only. The
+ * service logs (at DEMO_LOG_LEVEL, default info) to .runtasks/demo-service.log (RUNTASKS_DATA_DIR).
  */
-import { FINAL_RUN_STATUSES, RUN_STATUSES, type RunStatus } from '@runtasks/shared';
+import {
+  ConfigError,
+  DEFAULT_DATABASE_URL,
+  DEFAULT_REDIS_URL,
+  EmbeddedError,
+  FINAL_RUN_STATUSES,
+  onEmbeddedServer,
+  RUN_STATUSES,
+  type RunStatus,
+} from '@runtasks/shared';
 import { Redis } from 'ioredis';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
 import { createServer } from 'node:net';
-import { join, relative } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { startRunTaskServer, type RunTaskServer } from '../examples/run-task-server/server.ts';
+import { startOwnServices } from './lib/own-services.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const MAIN = join(ROOT, 'services/api/src/main.ts');
-const LOG_FILE = join(ROOT, '.runtasks/demo-service.log');
 const env = process.env;
+const LOG_FILE = resolve(ROOT, env['RUNTASKS_DATA_DIR'] || '.runtasks', 'demo-service.log');
 const { values: flags } = parseArgs({ options: { keep: { type: 'boolean', default: false } } });
 const TIMEOUT_SECONDS = Number(env['DEMO_TIMEOUT_SECONDS'] || 60);
 const POLL_MS = 100;
@@ -183,12 +195,13 @@ function tail(text: string, lines = 15): string {
 // ---------------------------------------------------------------------------------------------------
 // PostgreSQL and Redis
 
-function databaseUrls(): { admin: string; demo: string; name: string } {
+function databaseUrls(embeddedServer?: string): { admin: string; demo: string; name: string } {
   const name = env['DEMO_DATABASE'] || 'runtasks_demo';
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(name)) throw new DemoError(`DEMO_DATABASE must be a plain lower-case name, not "${name}"`);
   let base: URL;
   try {
-    base = new URL(env['DATABASE_URL'] || 'postgres://postgres@127.0.0.1:5432/runtasks');
+    const url = env['DATABASE_URL'] || DEFAULT_DATABASE_URL;
+    base = new URL(embeddedServer ? onEmbeddedServer(url, embeddedServer) : url);
   } catch {
     throw new DemoError('DATABASE_URL is not a URL');
   }
@@ -258,7 +271,7 @@ interface Service {
 function startService(serviceEnv: Record<string, string>): Service {
   // A time-out or Ctrl-C during start-up has already closed everything: never leave a process behind.
   if (finished) throw new DemoError('stopped before the service started');
-  mkdirSync(join(ROOT, '.runtasks'), { recursive: true });
+  mkdirSync(dirname(LOG_FILE), { recursive: true });
   serviceLog = createWriteStream(LOG_FILE, { flags: 'w' });
   const child = spawn(process.execPath, [MAIN], {
     cwd: ROOT,
@@ -469,14 +482,32 @@ async function probeDashboard(baseUrl: string, token: string): Promise<string> {
   return `${url}  (answered ${anonymous}; log in with the site-admin token)`;
 }
 
+/** For DATABASE_URL or REDIS_URL left unset: an embedded PostgreSQL or private Redis, stopped last. */
+async function embeddedServices(): Promise<{ postgres?: string; redis?: string }> {
+  try {
+    const embedded = await startOwnServices({
+      purpose: 'demo',
+      postgres: { variable: 'DATABASE_URL', defaultUrl: DEFAULT_DATABASE_URL },
+      redis: { variable: 'REDIS_URL', defaultUrl: DEFAULT_REDIS_URL },
+      say: (line) => say(dim(`  ${line}`)),
+    });
+    if (embedded) cleanups.push({ what: 'the embedded PostgreSQL and Redis', close: () => embedded.stop() });
+    return { postgres: embedded?.postgres?.url, redis: embedded?.redis?.url };
+  } catch (error) {
+    if (error instanceof EmbeddedError || error instanceof ConfigError) throw new DemoError(error.message);
+    throw error;
+  }
+}
+
 async function demo(setPhase: (phase: string) => void): Promise<number> {
-  const { admin: adminDbUrl, demo: databaseUrl, name: databaseName } = databaseUrls();
-  const redisUrl = env['REDIS_URL'] || 'redis://127.0.0.1:6379/0';
+  say(bold('Run Tasks demo'), '');
+  setPhase('checking PostgreSQL and Redis');
+  const own = await embeddedServices();
+  const { admin: adminDbUrl, demo: databaseUrl, name: databaseName } = databaseUrls(own.postgres);
+  const redisUrl = own.redis ?? (env['REDIS_URL'] || DEFAULT_REDIS_URL);
   const queuePrefix = `runtasks-demo-${randomBytes(4).toString('hex')}`;
   const adminToken = `demo-admin-${randomBytes(18).toString('base64url')}`;
 
-  say(bold('Run Tasks demo'), '');
-  setPhase('checking PostgreSQL and Redis');
   const redis = await openRedis(redisUrl);
   cleanups.push({
     what: 'Redis',

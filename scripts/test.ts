@@ -1,10 +1,14 @@
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { createConnection } from 'node:net';
+import { ConfigError } from '../shared/src/config.ts';
+import { EmbeddedError } from '../shared/src/embedded/index.ts';
+import { startOwnServices } from './lib/own-services.ts';
 
 /**
- * `npm test`: checks that PostgreSQL and Redis answer, runs Jest (ESM needs --experimental-vm-modules),
- * and ends with one plain line, `N passed, N failed`, read from Jest's JSON report.
+ * `npm test`: checks that PostgreSQL and Redis answer (or starts its own, see ./lib/own-services.ts),
+ * runs Jest (ESM needs --experimental-vm-modules), and ends with one plain line, `N passed, N failed`,
+ * read from Jest's JSON report.
  */
 const REPORT = 'test-results/jest.json';
 // Jest writes to a file of this run's own (two runs at once must not read each other's report), which
@@ -26,12 +30,26 @@ function reachable(host: string, port: number): Promise<boolean> {
   });
 }
 
+// With TEST_POSTGRES_URL or TEST_REDIS_URL unset, an embedded PostgreSQL or private Redis may stand in.
+const embedded = await startOwnServices({
+  purpose: 'test',
+  postgres: { variable: 'TEST_POSTGRES_URL', defaultUrl: 'postgres://postgres@127.0.0.1:5432' },
+  redis: { variable: 'TEST_REDIS_URL', defaultUrl: 'redis://127.0.0.1:6379/0' },
+  say: (line) => process.stderr.write(`${line}\n`),
+}).catch((error: unknown) => {
+  if (!(error instanceof EmbeddedError || error instanceof ConfigError)) throw error;
+  process.stderr.write(`${error.message}\n`);
+  process.exit(1);
+});
+// Jest's workers read them from the environment.
+if (embedded?.postgres) process.env['TEST_POSTGRES_URL'] = embedded.postgres.url;
+if (embedded?.redis) process.env['TEST_REDIS_URL'] = embedded.redis.url;
 const postgres = new URL(process.env['TEST_POSTGRES_URL'] ?? 'postgres://postgres@127.0.0.1:5432');
 const redis = new URL(process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379/0');
 const missing: string[] = [];
 if (!(await reachable(postgres.hostname, Number(postgres.port || 5432)))) {
   missing.push(
-    `PostgreSQL at ${postgres.host} (start it: pg_ctlcluster --skip-systemctl-redirect 15 main start, or set TEST_POSTGRES_URL)`,
+    `PostgreSQL at ${postgres.host} (start it: pg_ctlcluster --skip-systemctl-redirect 15 main start, set TEST_POSTGRES_URL, or leave RUNTASKS_EMBEDDED=auto to embed one)`,
   );
 }
 if (!(await reachable(redis.hostname, Number(redis.port || 6379)))) {
@@ -44,22 +62,25 @@ if (process.argv.length <= 2 && !existsSync('/usr/bin/chromium')) {
 }
 if (missing.length > 0) {
   process.stderr.write(`Tests need running services and a browser; cannot find ${missing.join(' and ')}.\n`);
+  await embedded?.stop();
   process.exit(1);
 }
 
 mkdirSync('test-results', { recursive: true });
 rmSync(OWN_REPORT, { force: true });
-const jest = spawnSync(
-  process.execPath,
-  ['node_modules/jest/bin/jest.js', '--json', `--outputFile=${OWN_REPORT}`, ...process.argv.slice(2)],
-  {
-    stdio: ['ignore', 'ignore', 'inherit'],
-    env: {
-      ...process.env,
-      NODE_OPTIONS: `${process.env['NODE_OPTIONS'] ?? ''} --experimental-vm-modules --no-warnings=ExperimentalWarning`.trim(),
-    },
+const jest = spawn(process.execPath, ['node_modules/jest/bin/jest.js', '--json', `--outputFile=${OWN_REPORT}`, ...process.argv.slice(2)], {
+  stdio: ['ignore', 'ignore', 'inherit'],
+  env: {
+    ...process.env,
+    NODE_OPTIONS: `${process.env['NODE_OPTIONS'] ?? ''} --experimental-vm-modules --no-warnings=ExperimentalWarning`.trim(),
   },
-);
+});
+// Jest ends first on a signal; the embedded services are stopped after it, not under it.
+const forward = (signal: NodeJS.Signals): void => void jest.kill(signal);
+process.on('SIGINT', forward);
+process.on('SIGTERM', forward);
+const status = await new Promise<number>((resolve) => jest.once('exit', (code) => resolve(code ?? 1)));
+await embedded?.stop();
 
 let summary: string;
 try {
@@ -76,4 +97,4 @@ try {
   summary = '0 passed, 1 failed';
 }
 process.stdout.write(`${summary}\n`);
-process.exit(jest.status ?? 1);
+process.exit(status);

@@ -46,6 +46,8 @@ describe('loadConfig defaults', () => {
     ['workerHealthPort', 9100],
     ['shutdownDrainDelayMs', 1000],
     ['shutdownTimeoutMs', 25000],
+    ['embedded', { mode: 'auto', databaseUrlSet: false, redisUrlSet: false }],
+    ['dataDir', '.runtasks'],
   ] as const)('%s defaults to %j', (key, expected) => {
     expect(config[key]).toEqual(expected);
   });
@@ -82,6 +84,8 @@ describe('loadConfig defaults', () => {
         'workerHealthPort',
         'shutdownDrainDelayMs',
         'shutdownTimeoutMs',
+        'embedded',
+        'dataDir',
       ].sort(),
     );
   });
@@ -128,6 +132,17 @@ describe('loadConfig values', () => {
     [{ AUTH_CACHE_TTL_SECONDS: '0' }, 'authCacheTtlMs', 0],
     [{ AUTH_CACHE_TTL_SECONDS: '2.5' }, 'authCacheTtlMs', 2500],
     [{ AUTH_CACHE_TTL_SECONDS: '3600' }, 'authCacheTtlMs', 3_600_000],
+    [{ RUNTASKS_EMBEDDED: 'always' }, 'embedded', { mode: 'always', databaseUrlSet: false, redisUrlSet: false }],
+    [{ RUNTASKS_EMBEDDED: 'never' }, 'embedded', { mode: 'never', databaseUrlSet: false, redisUrlSet: false }],
+    [{ NODE_ENV: 'production' }, 'embedded', { mode: 'never', databaseUrlSet: false, redisUrlSet: false }],
+    [{ NODE_ENV: 'production', RUNTASKS_EMBEDDED: 'auto' }, 'embedded', { mode: 'never', databaseUrlSet: false, redisUrlSet: false }],
+    [
+      { DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/runtasks' },
+      'embedded',
+      { mode: 'auto', databaseUrlSet: true, redisUrlSet: false },
+    ],
+    [{ REDIS_URL: 'redis://127.0.0.1:6379/0' }, 'embedded', { mode: 'auto', databaseUrlSet: false, redisUrlSet: true }],
+    [{ RUNTASKS_DATA_DIR: '/var/tmp/rt' }, 'dataDir', '/var/tmp/rt'],
   ] as const)('%j → %s = %j', (env, key, expected) => {
     expect(loadConfig(env)[key]).toEqual(expected);
   });
@@ -164,6 +179,7 @@ describe('loadConfig: empty strings count as unset', () => {
     ['LOG_LEVEL', 'logLevel', 'info'],
     ['WORKER_CONCURRENCY', 'workerConcurrency', 16],
     ['OUTBOX_POLL_INTERVAL_MS', 'outboxPollIntervalMs', 2000],
+    ['RUNTASKS_DATA_DIR', 'dataDir', '.runtasks'],
   ] as const)('%s="" gives the default', (variable, key, expected) => {
     expect(loadConfig({ [variable]: '' })[key]).toEqual(expected);
   });
@@ -187,6 +203,7 @@ describe('loadConfig: invalid values throw a ConfigError naming the variable', (
     ['DATABASE_STATEMENT_TIMEOUT_MS', 'forever'],
     ['REDIS_URL', 'http://127.0.0.1:6379'],
     ['REDIS_URL', 'postgres://postgres@127.0.0.1:5432/runtasks'],
+    ['RUNTASKS_EMBEDDED', 'yes'],
     ['PORT', 'abc'],
     ['PORT', '-1'],
     ['PORT', '65536'],
@@ -227,6 +244,10 @@ describe('loadConfig: invalid values throw a ConfigError naming the variable', (
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as Error).message).toContain('PORT');
     expect((error as Error).message).toContain('LOG_LEVEL');
+  });
+
+  it('refuses RUNTASKS_EMBEDDED=always with NODE_ENV=production, which names its services', () => {
+    expectInvalid({ NODE_ENV: 'production', RUNTASKS_EMBEDDED: 'always' }, 'RUNTASKS_EMBEDDED');
   });
 
   it('ConfigError is an Error', () => {

@@ -6,16 +6,25 @@ import { z } from 'zod';
  */
 const positiveInt = z.coerce.number().int().positive();
 
+export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/runtasks';
+export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379/0';
+
 export const ConfigSchema = z
   .object({
     NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
-    DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/ }).default('postgres://postgres@127.0.0.1:5432/runtasks'),
+    // No default here: whether it was set decides whether `npm start` may embed a PostgreSQL of its own.
+    DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/ }).optional(),
     // Connections of one process (API or worker) to PostgreSQL; keep the sum over processes under max_connections.
     DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(1000).default(10),
     // A backstop for the API's and the workers' statements (0: none); migrations and the cascading deletes
     // of a workspace or an organization lift it (those keep it as a lock timeout).
     DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(0).max(86_400_000).default(30_000),
-    REDIS_URL: z.url({ protocol: /^rediss?$/ }).default('redis://127.0.0.1:6379/0'),
+    REDIS_URL: z.url({ protocol: /^rediss?$/ }).optional(),
+    // `npm start` on one machine: start a PostgreSQL (and a Redis from PATH) of its own for a URL left
+    // unset, when nothing answers at its default address (`auto`) or whatever answers (`always`).
+    RUNTASKS_EMBEDDED: z.enum(['auto', 'always', 'never']).default('auto'),
+    // Where the development key and the embedded services' data live.
+    RUNTASKS_DATA_DIR: z.string().min(1).default('.runtasks'),
     HOST: z.string().min(1).default('127.0.0.1'),
     PORT: z.coerce.number().int().min(0).max(65535).default(3000),
     // Several API processes on one host share PORT (SO_REUSEPORT: the kernel spreads connections).
@@ -50,12 +59,23 @@ export const ConfigSchema = z
     WORKER_CONCURRENCY: positiveInt.default(16),
     OUTBOX_POLL_INTERVAL_MS: positiveInt.default(2000),
   })
+  .refine((env) => !(env.NODE_ENV === 'production' && env.RUNTASKS_EMBEDDED === 'always'), {
+    message: 'RUNTASKS_EMBEDDED=always is for one machine; with NODE_ENV=production set DATABASE_URL and REDIS_URL',
+    path: ['RUNTASKS_EMBEDDED'],
+  })
   .transform((env) => ({
     nodeEnv: env.NODE_ENV,
-    databaseUrl: env.DATABASE_URL,
+    databaseUrl: env.DATABASE_URL ?? DEFAULT_DATABASE_URL,
     databasePoolSize: env.DATABASE_POOL_SIZE,
     databaseStatementTimeoutMs: env.DATABASE_STATEMENT_TIMEOUT_MS,
-    redisUrl: env.REDIS_URL,
+    redisUrl: env.REDIS_URL ?? DEFAULT_REDIS_URL,
+    embedded: {
+      // Production always names its services.
+      mode: env.NODE_ENV === 'production' ? ('never' as const) : env.RUNTASKS_EMBEDDED,
+      databaseUrlSet: env.DATABASE_URL !== undefined,
+      redisUrlSet: env.REDIS_URL !== undefined,
+    },
+    dataDir: env.RUNTASKS_DATA_DIR,
     host: env.HOST,
     port: env.PORT,
     reusePort: env.REUSE_PORT,

@@ -32,3 +32,5 @@ export * from './ops/metrics.ts';
 export * from './ops/readiness.ts';
 export * from './ops/health-server.ts';
 export * from './ops/shutdown.ts';
+export * from './domain/embedding.ts';
+export * from './embedded/index.ts';

@@ -3,6 +3,7 @@ import {
   ConfigError,
   createLogger,
   createSecretBox,
+  EmbeddedError,
   ensureDatabaseExists,
   loadConfig,
   openOrm,
@@ -11,9 +12,11 @@ import {
   redisUnreachableMessage,
   resolveSecretKey,
   type Config,
+  type EmbeddedServices,
   type Logger,
   type SecretBox,
 } from '@runtasks/shared';
+import { startOneMachineServices } from './embedded.ts';
 
 /** A start-up failure with a one-line message for the operator; never a stack trace. */
 export class StartupError extends Error {}
@@ -23,12 +26,16 @@ export interface Runtime {
   orm: MikroORM;
   secrets: SecretBox;
   logger: Logger;
+  /** The PostgreSQL and Redis this process started itself, stopped last on shutdown. */
+  embedded?: EmbeddedServices;
 }
 
 export interface BootstrapOptions {
   name: string;
   createDatabase: boolean;
   requireRedis: boolean;
+  /** May start an embedded PostgreSQL and a private Redis (`npm start` only). */
+  embed?: boolean;
 }
 
 export async function bootstrap(options: BootstrapOptions): Promise<Runtime> {
@@ -44,12 +51,15 @@ export async function bootstrap(options: BootstrapOptions): Promise<Runtime> {
   try {
     const resolved = resolveSecretKey(config);
     if (resolved.generated)
-      logger.warn('SECRET_KEY is not set: generated a development key in .runtasks/secret.key (set SECRET_KEY in production)');
+      logger.warn(`SECRET_KEY is not set: generated a development key in ${config.dataDir}/secret.key (set SECRET_KEY in production)`);
     secretKey = resolved.key;
   } catch (error) {
     if (error instanceof ConfigError) throw new StartupError(error.message);
     throw error;
   }
+  // Should start-up fail after this, the process's exit signals them to stop (see startEmbeddedPostgres).
+  const { config: effective, embedded } = options.embed ? await startOneMachineServices(config, logger) : { config, embedded: undefined };
+  config = effective;
   let orm: MikroORM;
   try {
     if (options.createDatabase) await ensureDatabaseExists(config.databaseUrl);
@@ -68,13 +78,13 @@ export async function bootstrap(options: BootstrapOptions): Promise<Runtime> {
       throw new StartupError(redisUnreachableMessage(error, config.redisUrl));
     }
   }
-  return { config, orm, secrets: createSecretBox(secretKey), logger };
+  return { config, orm, secrets: createSecretBox(secretKey), logger, embedded };
 }
 
 /** Runs a process entry point: start-up failures print one line and exit 1. */
 export function runMain(main: () => Promise<void>): void {
   main().catch((error: unknown) => {
-    if (error instanceof StartupError) {
+    if (error instanceof StartupError || error instanceof EmbeddedError) {
       process.stderr.write(`${error.message}\n`);
     } else {
       process.stderr.write(`Start-up failed: ${error instanceof Error ? error.message : String(error)}\n`);

@@ -43,7 +43,7 @@ function listen(app: ReturnType<typeof buildApp>, config: Config): Promise<Serve
 runMain(async () => {
   const { values } = parseArgs({ options: { role: { type: 'string', default: 'all' } } });
   const role = values.role === 'api' ? 'api' : 'all';
-  const runtime = await bootstrap({ name: `runtasks-${role}`, createDatabase: role === 'all', requireRedis: true });
+  const runtime = await bootstrap({ name: `runtasks-${role}`, createDatabase: role === 'all', requireRedis: true, embed: role === 'all' });
   const { config, orm, logger } = runtime;
 
   // What start-up has started so far. Signals are handled from here on: one that comes during start-up
@@ -68,6 +68,8 @@ runMain(async () => {
     await operations?.close();
     await taskClient?.close();
     await orm.close();
+    // Last: everything above may still write to them.
+    await runtime.embedded?.stop();
   });
 
   started = (async () => {

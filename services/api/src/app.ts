@@ -11,6 +11,7 @@ import { RequestState, type ApiContext, type ApiContextExtras, type ApiDeps, typ
 import { jsonBodyParser, requireJsonContentType } from './http/body.ts';
 import { abortedByClient, errorHandler } from './http/errors.ts';
 import { API_PREFIX } from './http/jsonapi.ts';
+import { OutageLog } from './http/outage-log.ts';
 import type { RouteDef } from './routes/define.ts';
 import { ROUTES } from './routes/index.ts';
 
@@ -143,6 +144,8 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
     if (ctx.status === 404 && ctx.body === undefined) throw notFound();
   });
   app.use(routers);
+  const outages = new OutageLog({ logger: deps.logger, probe: readinessChecks.postgres });
+  app.on('unavailable', (error: unknown, ctx?: { state?: { requestId?: string } }) => outages.answered503(error, ctx?.state?.requestId));
   app.on('error', (error: unknown, ctx?: { state?: { requestId?: string }; req?: ApiContext['req'] }) => {
     // Koa reports a response whose socket failed too: where the client went away first, that is its doing.
     if (ctx?.req && abortedByClient(ctx.req, error)) deps.logger.debug({ err: error, requestId: ctx.state?.requestId }, 'client went away');

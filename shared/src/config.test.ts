@@ -46,6 +46,7 @@ describe('loadConfig defaults (DESIGN §4a)', () => {
     ['workerHealthPort', 9100],
     ['shutdownDrainDelayMs', 1000],
     ['shutdownTimeoutMs', 25000],
+    ['startupTimeoutMs', 60000],
   ] as const)('%s defaults to %j', (key, expected) => {
     expect(config[key]).toEqual(expected);
   });
@@ -82,6 +83,7 @@ describe('loadConfig defaults (DESIGN §4a)', () => {
         'workerHealthPort',
         'shutdownDrainDelayMs',
         'shutdownTimeoutMs',
+        'startupTimeoutMs',
       ].sort(),
     );
   });
@@ -128,6 +130,8 @@ describe('loadConfig values', () => {
     [{ AUTH_CACHE_TTL_SECONDS: '0' }, 'authCacheTtlMs', 0],
     [{ AUTH_CACHE_TTL_SECONDS: '2.5' }, 'authCacheTtlMs', 2500],
     [{ AUTH_CACHE_TTL_SECONDS: '3600' }, 'authCacheTtlMs', 3_600_000],
+    [{ STARTUP_TIMEOUT_SECONDS: '0' }, 'startupTimeoutMs', 0],
+    [{ STARTUP_TIMEOUT_SECONDS: '2.5' }, 'startupTimeoutMs', 2500],
   ] as const)('%j → %s = %j', (env, key, expected) => {
     expect(loadConfig(env)[key]).toEqual(expected);
   });
@@ -213,6 +217,8 @@ describe('loadConfig: invalid values throw a ConfigError naming the variable', (
     ['AUTH_CACHE_TTL_SECONDS', '-1'],
     ['AUTH_CACHE_TTL_SECONDS', '3601'],
     ['AUTH_CACHE_TTL_SECONDS', 'a while'],
+    ['STARTUP_TIMEOUT_SECONDS', '-1'],
+    ['STARTUP_TIMEOUT_SECONDS', 'soon'],
   ])('%s=%j', (variable, value) => {
     expectInvalid({ [variable]: value }, variable);
   });

@@ -49,6 +49,8 @@ export const ConfigSchema = z
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     WORKER_CONCURRENCY: positiveInt.default(16),
     OUTBOX_POLL_INTERVAL_MS: positiveInt.default(2000),
+    // How long start-up waits for PostgreSQL and Redis to answer before it exits 1 (0: it does not wait).
+    STARTUP_TIMEOUT_SECONDS: z.coerce.number().min(0).max(86_400).default(60),
   })
   .transform((env) => ({
     nodeEnv: env.NODE_ENV,
@@ -82,6 +84,7 @@ export const ConfigSchema = z
     logLevel: env.LOG_LEVEL,
     workerConcurrency: env.WORKER_CONCURRENCY,
     outboxPollIntervalMs: env.OUTBOX_POLL_INTERVAL_MS,
+    startupTimeoutMs: Math.round(env.STARTUP_TIMEOUT_SECONDS * 1000),
   }));
 
 export type Config = z.output<typeof ConfigSchema>;

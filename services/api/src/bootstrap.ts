@@ -10,6 +10,8 @@ import {
   postgresUnreachableMessage,
   redisUnreachableMessage,
   resolveSecretKey,
+  ServiceUnreachableError,
+  waitForBackingServices,
   type Config,
   type Logger,
   type SecretBox,
@@ -48,6 +50,12 @@ export async function bootstrap(options: BootstrapOptions): Promise<Runtime> {
     secretKey = resolved.key;
   } catch (error) {
     if (error instanceof ConfigError) throw new StartupError(error.message);
+    throw error;
+  }
+  try {
+    await waitForBackingServices({ config, logger, createDatabase: options.createDatabase, requireRedis: options.requireRedis });
+  } catch (error) {
+    if (error instanceof ServiceUnreachableError) throw new StartupError(error.message);
     throw error;
   }
   let orm: MikroORM;

@@ -47,6 +47,8 @@ describe('loadConfig defaults (DESIGN §4a)', () => {
     ['shutdownDrainDelayMs', 1000],
     ['shutdownTimeoutMs', 25000],
     ['startupTimeoutMs', 60000],
+    ['authFailuresPerMinute', 20],
+    ['trustProxy', false],
   ] as const)('%s defaults to %j', (key, expected) => {
     expect(config[key]).toEqual(expected);
   });
@@ -84,6 +86,8 @@ describe('loadConfig defaults (DESIGN §4a)', () => {
         'shutdownDrainDelayMs',
         'shutdownTimeoutMs',
         'startupTimeoutMs',
+        'authFailuresPerMinute',
+        'trustProxy',
       ].sort(),
     );
   });
@@ -131,6 +135,9 @@ describe('loadConfig values', () => {
     [{ AUTH_CACHE_TTL_SECONDS: '2.5' }, 'authCacheTtlMs', 2500],
     [{ AUTH_CACHE_TTL_SECONDS: '3600' }, 'authCacheTtlMs', 3_600_000],
     [{ STARTUP_TIMEOUT_SECONDS: '0' }, 'startupTimeoutMs', 0],
+    [{ AUTH_FAILURES_PER_MINUTE: '0' }, 'authFailuresPerMinute', 0],
+    [{ AUTH_FAILURES_PER_MINUTE: '100' }, 'authFailuresPerMinute', 100],
+    [{ TRUST_PROXY: 'true' }, 'trustProxy', true],
     [{ STARTUP_TIMEOUT_SECONDS: '2.5' }, 'startupTimeoutMs', 2500],
   ] as const)('%j → %s = %j', (env, key, expected) => {
     expect(loadConfig(env)[key]).toEqual(expected);
@@ -219,6 +226,9 @@ describe('loadConfig: invalid values throw a ConfigError naming the variable', (
     ['AUTH_CACHE_TTL_SECONDS', 'a while'],
     ['STARTUP_TIMEOUT_SECONDS', '-1'],
     ['STARTUP_TIMEOUT_SECONDS', 'soon'],
+    ['AUTH_FAILURES_PER_MINUTE', '-1'],
+    ['AUTH_FAILURES_PER_MINUTE', '2.5'],
+    ['TRUST_PROXY', 'maybe'],
   ])('%s=%j', (variable, value) => {
     expectInvalid({ [variable]: value }, variable);
   });

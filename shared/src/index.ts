@@ -19,6 +19,7 @@ export * from './db/unavailable.ts';
 export * from './security/secret-key.ts';
 export * from './db/startup-errors.ts';
 export * from './db/wait-for-services.ts';
+export * from './db/principals-notify.ts';
 export * from './queue/redis.ts';
 export * from './outbound/destination-guard.ts';
 export * from './outbound/signing.ts';

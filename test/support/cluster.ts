@@ -599,6 +599,8 @@ export interface ApiProcessOptions {
   /** A site-admin token to create on start (the API needs one to exist). */
   adminToken: string;
   extraEnv?: Record<string, string>;
+  /** Node's own options before the entry point (e.g. `--import` of the statement counter). */
+  nodeArgs?: string[];
 }
 
 /**
@@ -632,11 +634,16 @@ export class ApiProcess {
     return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
   }
 
+  /** Sends the running process a signal (e.g. SIGUSR2: the statement counter writes its counts). */
+  signal(signal: NodeJS.Signals): void {
+    this.child?.kill(signal);
+  }
+
   /** Starts the process and resolves once it logged "listening" (30 s at most). */
   async start(): Promise<void> {
     this.starts += 1;
     this.killedOnPurpose = false;
-    const child = spawn(process.execPath, [API_MAIN, '--role', 'api'], {
+    const child = spawn(process.execPath, [...(this.options.nodeArgs ?? []), API_MAIN, '--role', 'api'], {
       env: {
         PATH: process.env['PATH'] ?? '',
         NODE_ENV: 'test',

@@ -78,7 +78,10 @@ function buildRouters(routes: readonly RouteDef[], ops: ApiOps): RouterMiddlewar
 export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): Koa<ApiState, ApiContextExtras> {
   const app = new Koa<ApiState, ApiContextExtras>();
   app.context.deps = deps;
-  app.proxy = false;
+  // Behind a proxy (TRUST_PROXY), the client is the address it appended to X-Forwarded-For, its last
+  // entry: the ones before it are whatever the client sent.
+  app.proxy = deps.config.trustProxy;
+  app.maxIpsCount = 1;
   const ops: ApiOps = {
     metrics: deps.ops?.metrics ?? new Metrics(),
     readinessChecks: deps.ops?.readinessChecks ?? {},
@@ -86,6 +89,7 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
     rateLimiter: deps.ops?.rateLimiter,
     dashboard: deps.ops?.dashboard,
     principalCache: deps.ops?.principalCache,
+    authFailures: deps.ops?.authFailures,
     publishRunCreated: deps.ops?.publishRunCreated,
   };
   const readinessChecks = { postgres: async () => void (await deps.orm.em.fork().execute('select 1')), ...ops.readinessChecks };

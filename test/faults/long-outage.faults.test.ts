@@ -121,5 +121,7 @@ describe('a PostgreSQL outage longer than the ordinary retry budget', () => {
     expect(check.violations).toEqual([]);
     expect(serverErrorsBut503(statuses)).toEqual({});
     expect(fleet.unexpectedExits).toEqual([]);
+    // The retries were no error of the jobs': nothing was logged as a job that failed.
+    expect(fleet.all.flatMap((worker) => worker.messages).filter((msg) => msg === 'job failed')).toEqual([]);
   }, 150_000);
 });

@@ -205,7 +205,8 @@ describe('npm start (API and worker in one process)', () => {
   ])(
     'prints one clear line naming %s and exits 1 when the service is unreachable',
     async (variable, env) => {
-      const started = start({ ...env, PORT: '0' });
+      // Without waiting for it (test/startup-wait.int.test.ts waits).
+      const started = start({ ...env, PORT: '0', STARTUP_TIMEOUT_SECONDS: '0' });
       expect(await started.exited).toBe(1);
       const lines = started.stderr().trim().split('\n');
       expect(lines).toHaveLength(1);

@@ -48,6 +48,9 @@ describe('loadConfig defaults', () => {
     ['shutdownTimeoutMs', 25000],
     ['embedded', { mode: 'auto', databaseUrlSet: false, redisUrlSet: false }],
     ['dataDir', '.runtasks'],
+    ['startupTimeoutMs', 60000],
+    ['authFailuresPerMinute', 20],
+    ['trustProxy', false],
   ] as const)('%s defaults to %j', (key, expected) => {
     expect(config[key]).toEqual(expected);
   });
@@ -86,6 +89,9 @@ describe('loadConfig defaults', () => {
         'shutdownTimeoutMs',
         'embedded',
         'dataDir',
+        'startupTimeoutMs',
+        'authFailuresPerMinute',
+        'trustProxy',
       ].sort(),
     );
   });
@@ -143,6 +149,11 @@ describe('loadConfig values', () => {
     ],
     [{ REDIS_URL: 'redis://127.0.0.1:6379/0' }, 'embedded', { mode: 'auto', databaseUrlSet: false, redisUrlSet: true }],
     [{ RUNTASKS_DATA_DIR: '/var/tmp/rt' }, 'dataDir', '/var/tmp/rt'],
+    [{ STARTUP_TIMEOUT_SECONDS: '0' }, 'startupTimeoutMs', 0],
+    [{ AUTH_FAILURES_PER_MINUTE: '0' }, 'authFailuresPerMinute', 0],
+    [{ AUTH_FAILURES_PER_MINUTE: '100' }, 'authFailuresPerMinute', 100],
+    [{ TRUST_PROXY: 'true' }, 'trustProxy', true],
+    [{ STARTUP_TIMEOUT_SECONDS: '2.5' }, 'startupTimeoutMs', 2500],
   ] as const)('%j → %s = %j', (env, key, expected) => {
     expect(loadConfig(env)[key]).toEqual(expected);
   });
@@ -230,6 +241,11 @@ describe('loadConfig: invalid values throw a ConfigError naming the variable', (
     ['AUTH_CACHE_TTL_SECONDS', '-1'],
     ['AUTH_CACHE_TTL_SECONDS', '3601'],
     ['AUTH_CACHE_TTL_SECONDS', 'a while'],
+    ['STARTUP_TIMEOUT_SECONDS', '-1'],
+    ['STARTUP_TIMEOUT_SECONDS', 'soon'],
+    ['AUTH_FAILURES_PER_MINUTE', '-1'],
+    ['AUTH_FAILURES_PER_MINUTE', '2.5'],
+    ['TRUST_PROXY', 'maybe'],
   ])('%s=%j', (variable, value) => {
     expectInvalid({ [variable]: value }, variable);
   });

@@ -58,6 +58,13 @@ export const ConfigSchema = z
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     WORKER_CONCURRENCY: positiveInt.default(16),
     OUTBOX_POLL_INTERVAL_MS: positiveInt.default(2000),
+    // Failed authentications a client address may have per minute in one API process before it is
+    // answered 429 without a lookup (0: no limit).
+    AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(0).default(20),
+    // Whether X-Forwarded-For names the client (its last hop, as the proxy in front of the API adds it).
+    TRUST_PROXY: z.stringbool().default(false),
+    // How long start-up waits for PostgreSQL and Redis to answer before it exits 1 (0: it does not wait).
+    STARTUP_TIMEOUT_SECONDS: z.coerce.number().min(0).max(86_400).default(60),
   })
   .refine((env) => !(env.NODE_ENV === 'production' && env.RUNTASKS_EMBEDDED === 'always'), {
     message: 'RUNTASKS_EMBEDDED=always is for one machine; with NODE_ENV=production set DATABASE_URL and REDIS_URL',
@@ -102,6 +109,9 @@ export const ConfigSchema = z
     logLevel: env.LOG_LEVEL,
     workerConcurrency: env.WORKER_CONCURRENCY,
     outboxPollIntervalMs: env.OUTBOX_POLL_INTERVAL_MS,
+    startupTimeoutMs: Math.round(env.STARTUP_TIMEOUT_SECONDS * 1000),
+    authFailuresPerMinute: env.AUTH_FAILURES_PER_MINUTE,
+    trustProxy: env.TRUST_PROXY,
   }));
 
 export type Config = z.output<typeof ConfigSchema>;

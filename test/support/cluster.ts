@@ -1,13 +1,29 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { FINAL_RUN_STATUSES, pingRedis, randomAlphanumeric, type RunStatus, type SecretBox } from '@runtasks/shared';
+import {
+  createLogger,
+  createSecretBox,
+  createTaskClient,
+  FINAL_RUN_STATUSES,
+  loadConfig,
+  migrateUp,
+  openOrm,
+  pingRedis,
+  randomAlphanumeric,
+  type RunStatus,
+  type SecretBox,
+} from '@runtasks/shared';
 import { Redis } from 'ioredis';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import request from 'supertest';
 import { expect } from '@jest/globals';
+import { buildApp } from '../../services/api/src/app.ts';
+import { issueToken } from '../../services/api/src/auth/tokens.ts';
 import {
   startRunTaskServer,
   type RunTaskMode,
@@ -525,6 +541,55 @@ export async function privatePostgres(): Promise<PrivatePostgres> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The API in-process against a private cluster.
+
+/** The API of the harness, against an explicit database (the private cluster), listening on loopback. */
+export async function apiAgainst(databaseUrl: string, env: Record<string, string>): Promise<Harness> {
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    DATABASE_URL: databaseUrl,
+    REDIS_URL: process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379/0',
+    SECRET_KEY: TEST_SECRET_KEY,
+    QUEUE_PREFIX: `test-${randomAlphanumeric(10)}`,
+    LOG_LEVEL: process.env['TEST_LOG_LEVEL'] ?? 'silent',
+    PUBLIC_BASE_URL: 'http://runtasks.test',
+    TASK_DESTINATION_ALLOWLIST: '127.0.0.1/32',
+    ...env,
+  });
+  const orm = await openOrm(config.databaseUrl, 5);
+  onCleanup(() => orm.close(), 'orm');
+  await migrateUp(orm);
+  const secrets = createSecretBox(TEST_SECRET_KEY);
+  const logger = createLogger(config.logLevel, 'test');
+  const taskClient = createTaskClient({ allowlist: config.taskDestinationAllowlist });
+  onCleanup(() => taskClient.close(), 'task client');
+  const app = buildApp({ config, orm, secrets, logger, taskClient });
+  const server: Server = await new Promise((resolve) => {
+    const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
+  });
+  onCleanup(() => new Promise((resolve) => server.close(resolve)), 'api server');
+  onCleanup(() => deleteQueueKeys(config.redisUrl, config.queuePrefix), 'queue keys');
+  const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  Object.assign(config, { publicBaseUrl: baseUrl });
+  const { secret: adminToken } = await issueToken(orm.em.fork(), secrets, { kind: 'admin', description: 'crash test' });
+  const started = {
+    config,
+    orm,
+    secrets,
+    logger,
+    taskClient,
+    server,
+    baseUrl,
+    http: request(server),
+    adminToken,
+    ops: undefined,
+    // Everything above is stopped by the cleanups.
+    close: async () => undefined,
+  };
+  return started as Harness;
+}
+
+// ---------------------------------------------------------------------------------------------
 // The API in its own process (`node services/api/src/main.ts --role api`), so a test can kill -9 it.
 
 export interface ApiProcessOptions {
@@ -534,6 +599,8 @@ export interface ApiProcessOptions {
   /** A site-admin token to create on start (the API needs one to exist). */
   adminToken: string;
   extraEnv?: Record<string, string>;
+  /** Node's own options before the entry point (e.g. `--import` of the statement counter). */
+  nodeArgs?: string[];
 }
 
 /**
@@ -567,11 +634,16 @@ export class ApiProcess {
     return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
   }
 
+  /** Sends the running process a signal (e.g. SIGUSR2: the statement counter writes its counts). */
+  signal(signal: NodeJS.Signals): void {
+    this.child?.kill(signal);
+  }
+
   /** Starts the process and resolves once it logged "listening" (30 s at most). */
   async start(): Promise<void> {
     this.starts += 1;
     this.killedOnPurpose = false;
-    const child = spawn(process.execPath, [API_MAIN, '--role', 'api'], {
+    const child = spawn(process.execPath, [...(this.options.nodeArgs ?? []), API_MAIN, '--role', 'api'], {
       env: {
         PATH: process.env['PATH'] ?? '',
         NODE_ENV: 'test',

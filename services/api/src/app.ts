@@ -11,6 +11,7 @@ import { RequestState, type ApiContext, type ApiContextExtras, type ApiDeps, typ
 import { jsonBodyParser, requireJsonContentType } from './http/body.ts';
 import { abortedByClient, errorHandler } from './http/errors.ts';
 import { API_PREFIX } from './http/jsonapi.ts';
+import { OutageLog } from './http/outage-log.ts';
 import type { RouteDef } from './routes/define.ts';
 import { ROUTES } from './routes/index.ts';
 
@@ -77,7 +78,10 @@ function buildRouters(routes: readonly RouteDef[], ops: ApiOps): RouterMiddlewar
 export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): Koa<ApiState, ApiContextExtras> {
   const app = new Koa<ApiState, ApiContextExtras>();
   app.context.deps = deps;
-  app.proxy = false;
+  // Behind a proxy (TRUST_PROXY), the client is the address it appended to X-Forwarded-For, its last
+  // entry: the ones before it are whatever the client sent.
+  app.proxy = deps.config.trustProxy;
+  app.maxIpsCount = 1;
   const ops: ApiOps = {
     metrics: deps.ops?.metrics ?? new Metrics(),
     readinessChecks: deps.ops?.readinessChecks ?? {},
@@ -85,6 +89,7 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
     rateLimiter: deps.ops?.rateLimiter,
     dashboard: deps.ops?.dashboard,
     principalCache: deps.ops?.principalCache,
+    authFailures: deps.ops?.authFailures,
     publishRunCreated: deps.ops?.publishRunCreated,
   };
   const readinessChecks = { postgres: async () => void (await deps.orm.em.fork().execute('select 1')), ...ops.readinessChecks };
@@ -142,6 +147,8 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
     if (ctx.status === 404 && ctx.body === undefined) throw notFound();
   });
   app.use(routers);
+  const outages = new OutageLog({ logger: deps.logger, probe: readinessChecks.postgres });
+  app.on('unavailable', (error: unknown, ctx?: { state?: { requestId?: string } }) => outages.answered503(error, ctx?.state?.requestId));
   app.on('error', (error: unknown, ctx?: { state?: { requestId?: string }; req?: ApiContext['req'] }) => {
     // Koa reports a response whose socket failed too: where the client went away first, that is its doing.
     if (ctx?.req && abortedByClient(ctx.req, error)) deps.logger.debug({ err: error, requestId: ctx.state?.requestId }, 'client went away');

@@ -11,6 +11,8 @@ import {
   postgresUnreachableMessage,
   redisUnreachableMessage,
   resolveSecretKey,
+  ServiceUnreachableError,
+  waitForBackingServices,
   type Config,
   type EmbeddedServices,
   type Logger,
@@ -60,6 +62,12 @@ export async function bootstrap(options: BootstrapOptions): Promise<Runtime> {
   // Should start-up fail after this, the process's exit signals them to stop (see startEmbeddedPostgres).
   const { config: effective, embedded } = options.embed ? await startOneMachineServices(config, logger) : { config, embedded: undefined };
   config = effective;
+  try {
+    await waitForBackingServices({ config, logger, createDatabase: options.createDatabase, requireRedis: options.requireRedis });
+  } catch (error) {
+    if (error instanceof ServiceUnreachableError) throw new StartupError(error.message);
+    throw error;
+  }
   let orm: MikroORM;
   try {
     if (options.createDatabase) await ensureDatabaseExists(config.databaseUrl);

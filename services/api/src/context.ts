@@ -14,6 +14,7 @@ import type { Pool } from 'pg';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { ParameterizedContext } from 'koa';
 import type { Principal } from './auth/principal.ts';
+import type { FailedAuthLimit } from './auth/failed-auth-limit.ts';
 import type { PrincipalCache } from './auth/principal-cache.ts';
 
 /** What the API needs from the outside world; built once in main.ts or by a test. */
@@ -38,6 +39,8 @@ export interface ApiOps {
   dashboard: Middleware | undefined;
   /** Principals by token, forgotten on every change (AUTH_CACHE_TTL_SECONDS=0: none, every request asks the database). */
   principalCache: PrincipalCache | undefined;
+  /** Failed authentications by client address (AUTH_FAILURES_PER_MINUTE=0: none counted). */
+  authFailures: FailedAuthLimit | undefined;
   /**
    * Publishes a committed run's `run.created` job at once, without waiting (none: the outbox relay
    * publishes it on its next poll, as it does whatever this misses).

@@ -10,6 +10,7 @@ import {
   redisUnreachableMessage,
   onShutdownSignals,
   startHealthServer,
+  waitForBackingServices,
 } from '@runtasks/shared';
 import { Redis } from 'ioredis';
 import type { Server } from 'node:http';
@@ -19,6 +20,8 @@ import { startWorker, type RunningWorker } from './worker.ts';
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel, 'runtasks-worker');
+  // Past STARTUP_TIMEOUT_SECONDS, its one-line message is what the process prints.
+  await waitForBackingServices({ config, logger });
   let orm;
   try {
     orm = await openOrm(config.databaseUrl, config.databasePoolSize, { statementTimeoutMs: config.databaseStatementTimeoutMs });

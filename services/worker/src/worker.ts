@@ -3,7 +3,9 @@ import {
   createTaskClient,
   disconnectAll,
   genericIndexPoolOrBase,
+  isBackingServiceUnavailable,
   issueCallbackToken,
+  jobBackoff,
   nativePool,
   JOB_OPTIONS,
   JOB_RETENTION,
@@ -170,18 +172,26 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
       await Promise.all(runIds.map(enqueueAdvance));
       return runIds.length;
     },
-    async [JOBS.sweep]() {
-      const {
-        runIds,
-        resultIds,
-        idleCursor: next,
-      } = await sweep(deps.orm.em.fork(), graceSeconds, {
-        idleCursor,
-        maxAttempts: deps.config.taskRetryDelaysMs.length + 1,
-      });
-      idleCursor = next;
-      await Promise.all([...runIds.map(enqueueAdvance), ...resultIds.map(({ id, attempt }) => redriveDispatch(id, attempt))]);
-      return { runs: runIds.length, results: resultIds.length };
+    async [JOBS.sweep](job) {
+      try {
+        const {
+          runIds,
+          resultIds,
+          idleCursor: next,
+        } = await sweep(deps.orm.em.fork(), graceSeconds, {
+          idleCursor,
+          maxAttempts: deps.config.taskRetryDelaysMs.length + 1,
+        });
+        idleCursor = next;
+        await Promise.all([...runIds.map(enqueueAdvance), ...resultIds.map(({ id, attempt }) => redriveDispatch(id, attempt))]);
+        return { runs: runIds.length, results: resultIds.length };
+      } catch (error) {
+        // The next sweep comes within its interval and does this one's work: a pass the outage prevented
+        // is skipped, neither retried (sweeps would pile up for as long as it lasts) nor failed.
+        if (!isBackingServiceUnavailable(error)) throw error;
+        deps.logger.debug({ err: error, jobId: job.id }, 'sweep skipped: a backing service is unavailable');
+        return { skipped: 'a backing service is unavailable' };
+      }
     },
   };
 
@@ -249,7 +259,14 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
         throw error;
       }
     },
-    { connection: workerClient, prefix, concurrency: deps.config.workerConcurrency },
+    {
+      connection: workerClient,
+      prefix,
+      concurrency: deps.config.workerConcurrency,
+      settings: {
+        backoffStrategy: (failures, _type, error, job) => jobBackoff(failures, error, job ?? { timestamp: 0, opts: {} }, Date.now()),
+      },
+    },
   );
   // Not awaited: with Redis down this waits for it to come back, and start-up must not.
   const scheduleSweeper = (): void => {
@@ -264,7 +281,14 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
   // Without listeners BullMQ prints these with console.error, past the logger and LOG_LEVEL.
   queue.on('error', (error) => deps.logger.warn({ err: error }, 'queue error'));
   worker.on('error', (error) => deps.logger.warn({ err: error }, 'worker error'));
-  worker.on('failed', (job, error) => deps.logger.error({ err: error, jobId: job?.id, jobName: job?.name }, 'job failed'));
+  worker.on('failed', (job, error) => {
+    const details = { err: error, jobId: job?.id, jobName: job?.name, attemptsMade: job?.attemptsMade };
+    // A job moved to the failed set has finished; one that will be retried has not. An outage's retries are
+    // expected (and told once by the connections' own warnings), so they are no error of the job's.
+    if (typeof job?.finishedOn === 'number') deps.logger.error(details, 'job failed');
+    else if (isBackingServiceUnavailable(error)) deps.logger.debug(details, 'job retried: a backing service is unavailable');
+    else deps.logger.warn(details, 'job attempt failed; retried');
+  });
   const relay = new OutboxRelay({
     orm: deps.orm,
     queue,

@@ -1,28 +1,14 @@
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
-import {
-  createLogger,
-  createSecretBox,
-  createTaskClient,
-  loadConfig,
-  migrateUp,
-  openOrm,
-  JOBS,
-  QUEUES,
-  randomAlphanumeric,
-  runCreatedJobId,
-} from '@runtasks/shared';
+import { JOBS, QUEUES, randomAlphanumeric, runCreatedJobId } from '@runtasks/shared';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { mkdir, writeFile } from 'node:fs/promises';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { dirname } from 'node:path';
 import pg from 'pg';
-import request from 'supertest';
 import {
+  apiAgainst,
   checkLedgers,
   createRuns,
-  deleteQueueKeys,
   harness,
   inFlightPosts,
   invariants,
@@ -42,10 +28,7 @@ import {
   workerEnv,
 } from '../../../test/support/cluster.ts';
 import { api, eventually } from '../../../test/support/fixtures.ts';
-import { TEST_SECRET_KEY, type Harness } from '../../../test/support/harness.ts';
 import { freePort } from '../../../test/support/processes.ts';
-import { buildApp } from '../../api/src/app.ts';
-import { issueToken } from '../../api/src/auth/tokens.ts';
 
 /**
  * Crash tests: worker processes killed with SIGKILL under
@@ -56,7 +39,6 @@ import { issueToken } from '../../api/src/auth/tokens.ts';
  */
 
 const REPORT_FILE = new URL('../../../test-results/crash-report.json', import.meta.url).pathname;
-const SHARED_REDIS_URL = process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379/0';
 
 // The counts of every scenario end up in test-results/crash-report.json.
 const startedAt = Date.now();
@@ -66,52 +48,6 @@ async function writeReport(): Promise<void> {
   report.durationMs = Date.now() - startedAt;
   await mkdir(dirname(REPORT_FILE), { recursive: true });
   await writeFile(REPORT_FILE, `${JSON.stringify(report, null, 2)}\n`);
-}
-
-/** The API of the harness, against an explicit database (the private cluster), listening on loopback. */
-async function apiAgainst(databaseUrl: string, env: Record<string, string>): Promise<Harness> {
-  const config = loadConfig({
-    NODE_ENV: 'test',
-    DATABASE_URL: databaseUrl,
-    REDIS_URL: SHARED_REDIS_URL,
-    SECRET_KEY: TEST_SECRET_KEY,
-    QUEUE_PREFIX: `test-${randomAlphanumeric(10)}`,
-    LOG_LEVEL: process.env['TEST_LOG_LEVEL'] ?? 'silent',
-    PUBLIC_BASE_URL: 'http://runtasks.test',
-    TASK_DESTINATION_ALLOWLIST: '127.0.0.1/32',
-    ...env,
-  });
-  const orm = await openOrm(config.databaseUrl, 5);
-  onCleanup(() => orm.close(), 'orm');
-  await migrateUp(orm);
-  const secrets = createSecretBox(TEST_SECRET_KEY);
-  const logger = createLogger(config.logLevel, 'test');
-  const taskClient = createTaskClient({ allowlist: config.taskDestinationAllowlist });
-  onCleanup(() => taskClient.close(), 'task client');
-  const app = buildApp({ config, orm, secrets, logger, taskClient });
-  const server: Server = await new Promise((resolve) => {
-    const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
-  });
-  onCleanup(() => new Promise((resolve) => server.close(resolve)), 'api server');
-  onCleanup(() => deleteQueueKeys(config.redisUrl, config.queuePrefix), 'queue keys');
-  const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  Object.assign(config, { publicBaseUrl: baseUrl });
-  const { secret: adminToken } = await issueToken(orm.em.fork(), secrets, { kind: 'admin', description: 'crash test' });
-  const started = {
-    config,
-    orm,
-    secrets,
-    logger,
-    taskClient,
-    server,
-    baseUrl,
-    http: request(server),
-    adminToken,
-    ops: undefined,
-    // Everything above is stopped by the cleanups.
-    close: async () => undefined,
-  };
-  return started as Harness;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ const CONNECTION_CODES = new Set([
   '28P01',
   '28000',
   '3D000',
+  // The database system is starting up: start-up waits for it.
+  '57P03',
 ]);
 
 function codeOf(error: unknown): string | undefined {

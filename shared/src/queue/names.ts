@@ -1,3 +1,5 @@
+import { FIRST_RETRY_MS, JOB_BACKOFF_TYPE, JOB_MAX_ATTEMPTS } from './backoff.ts';
+
 /** Queue and job naming in one place, so producers, consumers and the dashboard agree. */
 export const QUEUES = { runs: 'runs' } as const;
 
@@ -17,11 +19,16 @@ export const JOB_RETENTION = { removeOnComplete: { age: 86_400, count: 1000 }, r
 
 /**
  * How every job is published, by the API, the outbox relay and the workers alike: kept as JOB_RETENTION
- * says, and a failed one retried a few times. Jobs are wake-up signals, so the sweeper re-drives a run
- * whose job failed for good, but only once it has been idle for twice its interval; a retry takes a
- * passing fault (a database restart, a deadlock) in half a second.
+ * says, and a failed one retried as `jobBackoff` decides (the workers compute it): five attempts from
+ * half a second for an ordinary error, and for as long as an outage of minutes lasts while PostgreSQL or
+ * Redis is away. Jobs are wake-up signals, so the sweeper re-drives a run whose job failed for good, but
+ * only once it has been idle for twice its interval.
  */
-export const JOB_OPTIONS = { ...JOB_RETENTION, attempts: 5, backoff: { type: 'exponential', delay: 500 } } as const;
+export const JOB_OPTIONS = {
+  ...JOB_RETENTION,
+  attempts: JOB_MAX_ATTEMPTS,
+  backoff: { type: JOB_BACKOFF_TYPE, delay: FIRST_RETRY_MS },
+} as const;
 
 /** A `run.created` job's data: the run, and the stage it was created in where it started one at once. */
 export interface RunCreatedJob {

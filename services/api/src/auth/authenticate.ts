@@ -77,8 +77,30 @@ const MEMO_SALT = randomBytes(32).toString('base64');
 export const principalMemoKey = (token: string): string => hash('sha256', MEMO_SALT + token, 'base64');
 
 /**
+ * Before a token is looked up: 429 for an address past its failed authentications, and the same 401 for
+ * a token the database refused a moment ago, neither asking the database. Returns the refusals' epoch,
+ * for `refusedByDatabase`.
+ */
+export function beforeLookup(ctx: ApiContext, refusalKey: string): number {
+  ctx.deps.ops?.authFailures?.check(ctx.ip);
+  const cache = ctx.deps.ops?.principalCache;
+  if (cache?.recallRefused(refusalKey)) {
+    ctx.deps.ops?.authFailures?.recordFailure(ctx.ip);
+    throw unauthorized();
+  }
+  return cache?.refusedEpoch ?? 0;
+}
+
+/** The database refused the token: remembered for a moment, and counted against the client's address. */
+export function refusedByDatabase(ctx: ApiContext, refusalKey: string, epoch: number): void {
+  ctx.deps.ops?.principalCache?.rememberRefused(refusalKey, epoch);
+  ctx.deps.ops?.authFailures?.recordFailure(ctx.ip);
+}
+
+/**
  * Resolves the bearer token to a principal: from this process's cache when it has one (see
- * PrincipalCache for why that cannot outlive a revocation), else in one query. Every failure is the same 401.
+ * PrincipalCache for why that cannot outlive a revocation), else in one query. Every failure is the same
+ * 401; a token refused a moment ago, or an address past its failed authentications, asks no query.
  */
 export async function authenticate(ctx: ApiContext, next: Next): Promise<void> {
   const token = bearerToken(ctx.get('authorization') || undefined);
@@ -87,9 +109,13 @@ export async function authenticate(ctx: ApiContext, next: Next): Promise<void> {
   const memoKey = principalMemoKey(token);
   let known = cache?.recall(memoKey);
   if (!known) {
+    const refusedEpoch = beforeLookup(ctx, memoKey);
     const epoch = cache?.epoch ?? 0;
     known = await lookUpToken(await poolOf(ctx), ctx.deps.secrets.hashToken(token));
-    if (!known) throw unauthorized();
+    if (!known) {
+      refusedByDatabase(ctx, memoKey, refusedEpoch);
+      throw unauthorized();
+    }
     cache?.remember(memoKey, known, epoch);
   }
   ctx.state.principal = known.principal;
@@ -168,7 +194,11 @@ export async function authenticateCallback(ctx: ApiContext, next: Next): Promise
   const tokenHash = ctx.deps.secrets.hashToken(token);
   ctx.state.callbackAccess = { resultId, tokenHash };
   if (!ctx.deps.secrets.isBoundTo(token, CALLBACK_TOKEN_PREFIX, resultId)) {
+    // Not bound to this result (issued before binding, or not ours): looked up, unless refused a moment ago.
+    const refusalKey = principalMemoKey(`callback:${resultId}:${token}`);
+    const refusedEpoch = beforeLookup(ctx, refusalKey);
     const refused = await currentCallbackRefusal(await poolOf(ctx), resultId, tokenHash);
+    if ((refused as { status?: unknown } | undefined)?.status === 401) refusedByDatabase(ctx, refusalKey, refusedEpoch);
     if (refused) throw refused;
     await next();
     return;
@@ -184,9 +214,14 @@ export async function authenticateCallback(ctx: ApiContext, next: Next): Promise
 export async function authenticateTokenOrTask(ctx: ApiContext, next: Next): Promise<void> {
   const token = bearerToken(ctx.get('authorization') || undefined);
   if (token?.startsWith(CALLBACK_TOKEN_PREFIX)) {
+    const refusalKey = principalMemoKey(`task:${token}`);
+    const refusedEpoch = beforeLookup(ctx, refusalKey);
     const access = await resolveTaskAccess(ctx, token);
-    // Dead once its result is final.
-    if (!access || !['pending', 'running'].includes(access.status)) throw unauthorized();
+    // Dead once its result is final (which it stays).
+    if (!access || !['pending', 'running'].includes(access.status)) {
+      refusedByDatabase(ctx, refusalKey, refusedEpoch);
+      throw unauthorized();
+    }
     ctx.state.taskAccess = { resultId: access.resultId, runId: access.runId };
     await next();
     return;

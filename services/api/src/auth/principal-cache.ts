@@ -1,5 +1,6 @@
-import { ChannelListener, PRINCIPALS_CHANNEL, type Logger } from '@runtasks/shared';
+import { ChannelListener, PRINCIPALS_CHANNEL, TOKEN_CREATED, type Logger } from '@runtasks/shared';
 import { PrincipalMemo, type KnownToken } from './principal-memo.ts';
+import { RefusedTokens } from './refused-tokens.ts';
 
 export interface PrincipalCacheOptions {
   databaseUrl: string;
@@ -8,10 +9,13 @@ export interface PrincipalCacheOptions {
   /** NOTIFYs `payload` on the principals channel through another connection (the pool): the heartbeat. */
   notify: (payload: string) => Promise<void>;
   maxEntries?: number;
+  /** Refused tokens remembered at most, apart from the principals. */
+  maxRefused?: number;
   heartbeatMs?: number;
 }
 
 const DEFAULT_MAX_ENTRIES = 10_000;
+const DEFAULT_MAX_REFUSED = 10_000;
 const DEFAULT_HEARTBEAT_MS = 1_000;
 /** Heartbeats missed in a row before the cache stops trusting its connection. */
 const MISSED_HEARTBEATS = 3;
@@ -30,9 +34,14 @@ const HEARTBEAT = 'heartbeat';
  * heartbeats the process stops remembering and asks the database on every request, and when it hears
  * one again it forgets what it knew before the gap. What is left is the notification's own delay
  * after the revoking commit (milliseconds), and `ttlMs` bounds any entry's life besides.
+ *
+ * It remembers, under the same rules and apart from the principals, the tokens the database refused, so
+ * that one sent again asks nothing. A created token may be one of those: its insert notifies
+ * `token-created`, on which every process forgets its refusals (and keeps its principals).
  */
 export class PrincipalCache {
   private readonly memo: PrincipalMemo;
+  private readonly refused: RefusedTokens;
   private readonly listener: ChannelListener;
   private readonly options: PrincipalCacheOptions;
   private readonly livenessMs: number;
@@ -44,13 +53,19 @@ export class PrincipalCache {
     this.options = options;
     this.livenessMs = (options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS) * MISSED_HEARTBEATS;
     this.memo = new PrincipalMemo({ ttlMs: options.ttlMs, maxEntries: options.maxEntries ?? DEFAULT_MAX_ENTRIES });
+    this.refused = new RefusedTokens({ ttlMs: options.ttlMs, maxEntries: options.maxRefused ?? DEFAULT_MAX_REFUSED });
     this.listener = new ChannelListener({
       databaseUrl: options.databaseUrl,
       channel: PRINCIPALS_CHANNEL,
       logger: options.logger,
       name: 'principal cache listener',
       fallback: 'every request looks its token up',
-      onNotification: (payload) => (payload === HEARTBEAT ? this.heard() : this.memo.forgetAll()),
+      onNotification: (payload) => {
+        if (payload === HEARTBEAT) this.heard();
+        // A new token changes no principal, but may be one refused a moment ago.
+        else if (payload === TOKEN_CREATED) this.refused.forgetAll();
+        else this.forgetAll();
+      },
       // A new connection is trusted once a heartbeat comes through it: ask for one at once.
       onListening: () => this.untrust(true),
       onLost: () => this.untrust(false),
@@ -92,21 +107,36 @@ export class PrincipalCache {
     if (this.trusted) this.memo.remember(key, token, epoch);
   }
 
-  /** This process changed tokens or teams: it need not wait for its own notification. */
+  /** Read before a lookup that may refuse, and handed to `rememberRefused`. */
+  get refusedEpoch(): number {
+    return this.refused.epoch;
+  }
+
+  /** Whether the database refused this key's token a moment ago (unknown, revoked, expired). */
+  recallRefused(key: string): boolean {
+    return this.trusted && this.refused.has(key);
+  }
+
+  rememberRefused(key: string, epoch: number): void {
+    if (this.trusted) this.refused.remember(key, epoch);
+  }
+
+  /** This process changed or created tokens or teams: it need not wait for its own notification. */
   forgetAll(): void {
     this.memo.forgetAll();
+    this.refused.forgetAll();
   }
 
   private heard(): void {
     const now = performance.now();
     // After a gap, changes may have gone unheard: nothing known before it is kept.
-    if (this.lastHeard === undefined || now - this.lastHeard > this.livenessMs) this.memo.forgetAll();
+    if (this.lastHeard === undefined || now - this.lastHeard > this.livenessMs) this.forgetAll();
     this.lastHeard = now;
   }
 
   private untrust(beatNow: boolean): void {
     this.lastHeard = undefined;
-    this.memo.forgetAll();
+    this.forgetAll();
     if (beatNow) this.beat();
   }
 

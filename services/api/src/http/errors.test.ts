@@ -23,6 +23,8 @@ describe('toApiError: what reaches the client for what was thrown', () => {
       503,
     ],
     ['a driver error that is not about availability', new DriverException(withCode('division by zero', '22012')), 500],
+    ['a Redis command on a connection that went away', new Error('Connection is closed.'), 503],
+    ['a refusal wrapped twice', new Error('outer', { cause: new Error('inner', { cause: withCode('refused', 'ECONNREFUSED') }) }), 503],
     ['anything else', new TypeError('x is undefined'), 500],
   ])('%s → %i', (_name, thrown, status) => {
     const error = toApiError(thrown);

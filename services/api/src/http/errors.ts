@@ -1,5 +1,5 @@
-import { ApiError, methodNotAllowed } from '@runtasks/shared';
-import { UniqueConstraintViolationException, DriverException } from '@mikro-orm/core';
+import { ApiError, isBackingServiceUnavailable, methodNotAllowed } from '@runtasks/shared';
+import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { Context, Middleware } from 'koa';
 import { MEDIA_TYPE } from './jsonapi.ts';
 
@@ -11,29 +11,6 @@ interface ErrorObject {
   meta?: Record<string, unknown>;
 }
 
-/**
- * SQLSTATEs that mean "the database cannot serve this now", not "the request is bad": connection
- * exceptions (08), insufficient resources (53), shutdowns (57P0x), and a statement cancelled by its
- * timeout (57014) or refused a lock (55P03), which retrying later may get past.
- */
-const UNAVAILABLE_CODES = /^(08|53|57P0|57014$|55P03$)/;
-/** Socket errors of a connection to a backing service (a server stopped mid-query resets it). */
-const NETWORK_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'ECONNRESET', 'EPIPE']);
-
-function isUnavailable(error: unknown): boolean {
-  const code = (error as { code?: string }).code;
-  if (typeof code === 'string' && (UNAVAILABLE_CODES.test(code) || NETWORK_CODES.has(code))) return true;
-  // node-postgres reports a connection that died under a query by message only: "Connection terminated…",
-  // and for the next query of the same transaction "Client has encountered a connection error and is not
-  // queryable" (PostgreSQL terminated the session, e.g. pg_terminate_backend or a failover).
-  return (
-    error instanceof Error &&
-    /timeout exceeded when trying to connect|Connection terminated|is not queryable|Client was closed|connection to PostgreSQL ended/i.test(
-      error.message,
-    )
-  );
-}
-
 /** Maps anything thrown below to a JSON:API error; internal details never leave the process. */
 export function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
@@ -41,7 +18,7 @@ export function toApiError(error: unknown): ApiError {
     return new ApiError(409, 'conflict', 'The resource was changed concurrently; retry the request.');
   const status = (error as { status?: number }).status;
   if (status === 405 || status === 501) return methodNotAllowed();
-  if (isUnavailable(error) || (error instanceof DriverException && isUnavailable(error.cause ?? {}))) {
+  if (isBackingServiceUnavailable(error)) {
     return new ApiError(503, 'service unavailable', 'A backing service is unavailable; retry shortly.', undefined, { 'Retry-After': '5' });
   }
   return new ApiError(500, 'internal server error', 'An unexpected error occurred; quote the request id when reporting it.');
@@ -77,9 +54,10 @@ export const errorHandler: Middleware = async (ctx, next) => {
     await next();
   } catch (thrown) {
     const error = abortedByClient(ctx.req, thrown) ? clientClosedRequest() : toApiError(thrown);
-    if (error.status >= 500) {
-      ctx.app.emit('error', thrown, ctx);
-    }
+    // A 503 is a correct answer while a backing service is away: the app logs the outage once, not
+    // each request as an error.
+    if (error.status === 503) ctx.app.emit('unavailable', thrown, ctx);
+    else if (error.status >= 500) ctx.app.emit('error', thrown, ctx);
     ctx.status = error.status;
     ctx.type = MEDIA_TYPE;
     for (const [name, value] of Object.entries(error.headers)) ctx.set(name, value);

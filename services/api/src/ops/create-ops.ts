@@ -15,6 +15,7 @@ import {
 } from '@runtasks/shared';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
+import { FailedAuthLimit } from '../auth/failed-auth-limit.ts';
 import { PrincipalCache } from '../auth/principal-cache.ts';
 import type { ApiOps } from '../context.ts';
 import { createDashboard } from './dashboard.ts';
@@ -99,6 +100,7 @@ export function createApiOps(options: {
       : undefined;
   // Not awaited: until it listens and hears its heartbeat, every request looks its token up.
   void principalCache?.start();
+  const authFailures = config.authFailuresPerMinute > 0 ? new FailedAuthLimit({ limit: config.authFailuresPerMinute }) : undefined;
 
   let draining = false;
   // Pending migrations only ever go away while running, so the check stops querying once they have.
@@ -107,8 +109,9 @@ export function createApiOps(options: {
     metrics,
     isDraining: () => draining,
     rateLimiter: config.rateLimitPerSecond > 0 ? createRateLimiter(redis, config.queuePrefix, config.rateLimitPerSecond) : undefined,
-    dashboard: createDashboard({ queues: [queue], readOnly: config.dashboardReadOnly, orm, secrets }),
+    dashboard: createDashboard({ queues: [queue], readOnly: config.dashboardReadOnly, orm, secrets, principalCache, authFailures }),
     principalCache,
+    authFailures,
     publishRunCreated,
     readinessChecks: {
       redis: async () => {

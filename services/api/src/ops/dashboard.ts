@@ -5,6 +5,9 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { isPlausibleToken, methodNotAllowed, notFound, type SecretBox } from '@runtasks/shared';
 import type { Queue } from 'bullmq';
 import type { Middleware } from 'koa';
+import { principalMemoKey } from '../auth/authenticate.ts';
+import type { FailedAuthLimit } from '../auth/failed-auth-limit.ts';
+import type { PrincipalCache } from '../auth/principal-cache.ts';
 
 export const DASHBOARD_PATH = '/admin/queues';
 
@@ -22,7 +25,16 @@ function credentialOf(header: string | undefined): string | undefined {
  * bull-board behind site-admin authentication, read-only unless configured otherwise. It has no
  * authentication of its own, so this guard is all that stands in front of it.
  */
-export function createDashboard(options: { queues: Queue[]; readOnly: boolean; orm: MikroORM; secrets: SecretBox }): Middleware {
+export function createDashboard(options: {
+  queues: Queue[];
+  readOnly: boolean;
+  orm: MikroORM;
+  secrets: SecretBox;
+  /** Where refused credentials are remembered for a moment, so that repeating one asks no query. */
+  principalCache?: PrincipalCache;
+  /** Failed authentications by client address: past the limit, 429 without a query. */
+  authFailures?: FailedAuthLimit;
+}): Middleware {
   const adapter = new KoaAdapter().setBasePath(DASHBOARD_PATH);
   createBullBoard({
     queues: options.queues.map((queue) => new BullMQAdapter(queue, { readOnlyMode: options.readOnly })),
@@ -30,18 +42,28 @@ export function createDashboard(options: { queues: Queue[]; readOnly: boolean; o
     options: { uiConfig: { boardTitle: 'Run Tasks queues' } },
   });
   const board = adapter.registerPlugin();
+  const isSiteAdmin = async (credential: string): Promise<boolean> => {
+    const rows = await options.orm.em
+      .fork()
+      .execute<{ id: string }[]>(
+        `select id from api_tokens where token_hash = ? and kind = 'admin' and revoked_at is null and (expires_at is null or expires_at > now())`,
+        [options.secrets.hashToken(credential)],
+      );
+    return rows.length > 0;
+  };
   return async (ctx, next) => {
     if (ctx.path !== DASHBOARD_PATH && !ctx.path.startsWith(`${DASHBOARD_PATH}/`)) return next();
     const credential = credentialOf(ctx.get('authorization') || undefined);
     let allowed = false;
     if (credential && isPlausibleToken(credential)) {
-      const rows = await options.orm.em
-        .fork()
-        .execute<{ id: string }[]>(
-          `select id from api_tokens where token_hash = ? and kind = 'admin' and revoked_at is null and (expires_at is null or expires_at > now())`,
-          [options.secrets.hashToken(credential)],
-        );
-      allowed = rows.length > 0;
+      options.authFailures?.check(ctx.ip);
+      const refusalKey = principalMemoKey(`dashboard:${credential}`);
+      const refusedEpoch = options.principalCache?.refusedEpoch ?? 0;
+      allowed = !options.principalCache?.recallRefused(refusalKey) && (await isSiteAdmin(credential));
+      if (!allowed) {
+        options.principalCache?.rememberRefused(refusalKey, refusedEpoch);
+        options.authFailures?.recordFailure(ctx.ip);
+      }
     }
     if (!allowed) {
       ctx.status = 401;

@@ -1,5 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
-import { PRINCIPALS_NOTIFY } from '../principals-notify.ts';
+import { PRINCIPALS_NOTIFY, TOKEN_CREATED_NOTIFY } from '../principals-notify.ts';
 import { Organization } from './organization.entity.ts';
 import { Team } from './team.entity.ts';
 
@@ -21,6 +21,8 @@ const ApiTokenSchema = defineEntity({
       body: PRINCIPALS_NOTIFY,
     },
     { name: 'api_tokens_principal_delete', timing: 'after', events: ['delete'], forEach: 'statement', body: PRINCIPALS_NOTIFY },
+    // A token created may be one a process refused a moment ago: each forgets the tokens it refused.
+    { name: 'api_tokens_created', timing: 'after', events: ['insert'], forEach: 'statement', body: TOKEN_CREATED_NOTIFY },
   ],
   indexes: [
     { name: 'api_tokens_organization_idx', properties: ['organization'] },

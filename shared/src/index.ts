@@ -22,6 +22,7 @@ export * from './outbound/signing.ts';
 export * from './outbound/task-client.ts';
 export * from './outbound/retry-after.ts';
 export * from './outbound/payload.ts';
+export * from './outbound/answer-excerpt.ts';
 export * from './domain/lifecycle.ts';
 export * from './db/outbox.ts';
 export * from './db/prepared.ts';

@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import {
+  answerExcerpt,
   DB_NOW_ISO,
   describeOutcome,
   issueCallbackToken,
@@ -40,8 +41,6 @@ export type DispatchOutcome =
 const UNDELIVERABLE: ReadonlySet<DeliveryErrorKind> = new Set(['blocked', 'dns', 'refused', 'tls', 'invalid_url']);
 /** Retrying cannot help: the destination is refused by policy or the URL is malformed. */
 const PERMANENT: ReadonlySet<DeliveryErrorKind> = new Set(['blocked', 'invalid_url']);
-
-const EXCERPT_LIMIT = 2048;
 
 /** How long a claimed attempt holds its result: longer than any attempt (connect 5 s + headers 10 s + body 10 s). */
 export const ATTEMPT_LEASE_MS = 30_000;
@@ -144,15 +143,12 @@ export class Acknowledgements {
 }
 
 /**
- * What an attempt keeps of the answer, for the people who read the run's delivery attempts: its first
- * characters, with the result's access token cut out wherever the task server echoed it (those readers
- * must not be able to call back in the task's place) and NUL, which PostgreSQL refuses in text, replaced.
- * The token is cut out before the excerpt is cut short, so no part of one at the cut stays.
+ * What an attempt keeps of the answer, for the people who read the run's delivery attempts: the result's
+ * access token is cut out wherever the task server echoed it (those readers must not be able to call
+ * back in the task's place).
  */
 function attemptExcerpt(outcome: DeliveryOutcome, token: string): string {
-  const text = outcome.kind === 'response' ? outcome.bodyExcerpt : outcome.message;
-  const window = text.slice(0, EXCERPT_LIMIT + token.length);
-  return (token === '' ? window : window.replaceAll(token, '[redacted]')).slice(0, EXCERPT_LIMIT).replaceAll('\u0000', '\uFFFD');
+  return answerExcerpt(outcome.kind === 'response' ? outcome.bodyExcerpt : outcome.message, [token]);
 }
 
 function attemptValues(resultId: string, attempt: number, startedAt: Date, outcome: DeliveryOutcome, token: string): unknown[] {

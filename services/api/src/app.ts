@@ -5,11 +5,12 @@ import { randomUUID } from 'node:crypto';
 import { checkReadiness, Metrics } from '@runtasks/shared';
 import { rateLimit } from './ops/rate-limit.ts';
 import { buildOpenApiDocument } from './openapi/document.ts';
-import { docsPage } from './openapi/docs-page.ts';
+import { docsPage, docsPagePolicy } from './openapi/docs-page.ts';
 import { authenticate, authenticateCallback, authenticateTokenOrTask } from './auth/authenticate.ts';
 import { RequestState, type ApiContext, type ApiContextExtras, type ApiDeps, type ApiOps, type ApiState } from './context.ts';
 import { jsonBodyParser, requireJsonContentType } from './http/body.ts';
 import { abortedByClient, errorHandler } from './http/errors.ts';
+import { securityHeaders } from './http/security-headers.ts';
 import { API_PREFIX } from './http/jsonapi.ts';
 import type { RouteDef } from './routes/define.ts';
 import { ROUTES } from './routes/index.ts';
@@ -112,6 +113,7 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
       }
     }
   });
+  app.use(securityHeaders);
   app.use(errorHandler);
   // Probes, metrics and the API description: no authentication, no JSON:API.
   let openApi: ReturnType<typeof buildOpenApiDocument> | undefined;
@@ -127,8 +129,10 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
       openApi ??= buildOpenApiDocument(routes, deps.config.publicBaseUrl);
       ctx.body = openApi;
     } else if (ctx.path === '/docs') {
+      const page = docsPage('/openapi.json');
       ctx.type = 'text/html';
-      ctx.body = docsPage('/openapi.json');
+      ctx.set('Content-Security-Policy', docsPagePolicy(page));
+      ctx.body = page;
     } else if (ctx.path === '/metrics') {
       ctx.type = ops.metrics.registry.contentType;
       ctx.body = await ops.metrics.registry.metrics();

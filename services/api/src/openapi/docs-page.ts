@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+
 /**
  * A self-contained HTML page (no external scripts, styles or fonts) that fetches the OpenAPI
  * document and lists the endpoints by tag: method, path, summary, auth, parameters and the
@@ -205,4 +207,14 @@ ${SCRIPT}
 </body>
 </html>
 `;
+}
+
+/**
+ * The page's own Content-Security-Policy: its one inline script allowed by its hash (nothing else
+ * inline runs), its inline style, requests to this origin only, and never framed.
+ */
+export function docsPagePolicy(page: string): string {
+  const script = /<script>([\s\S]*?)<\/script>/.exec(page)?.[1] ?? '';
+  const hash = createHash('sha256').update(script, 'utf8').digest('base64');
+  return `default-src 'self'; script-src 'sha256-${hash}'; style-src 'unsafe-inline'; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`;
 }

@@ -129,19 +129,24 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
   };
 }
 
+/** What each delivery error means, in words a task's author can act on. */
+export const DELIVERY_ERROR_DESCRIPTIONS: Readonly<Record<DeliveryErrorKind, string>> = {
+  blocked:
+    'the destination is not allowed (a private, loopback or reserved address); operators can allow it with TASK_DESTINATION_ALLOWLIST',
+  dns: 'the host name could not be resolved',
+  refused: 'the connection was refused',
+  timeout: 'the endpoint did not answer in time',
+  tls: 'the TLS handshake failed',
+  reset: 'the connection was reset',
+  invalid_url: 'the URL is not a valid http(s) URL',
+  other: 'the request failed',
+};
+
+/** Errors that mean the request never reached the task server: its result ends `unreachable`, not `errored`. */
+export const UNDELIVERABLE_ERROR_KINDS: ReadonlySet<DeliveryErrorKind> = new Set(['blocked', 'dns', 'refused', 'tls', 'invalid_url']);
+
 /** A human sentence for what the endpoint answered, for 422 details and logs. */
 export function describeOutcome(outcome: DeliveryOutcome): string {
   if (outcome.kind === 'response') return `the endpoint answered HTTP ${outcome.status}`;
-  const what: Record<DeliveryErrorKind, string> = {
-    blocked:
-      'the destination is not allowed (a private, loopback or reserved address); operators can allow it with TASK_DESTINATION_ALLOWLIST',
-    dns: 'the host name could not be resolved',
-    refused: 'the connection was refused',
-    timeout: 'the endpoint did not answer in time',
-    tls: 'the TLS handshake failed',
-    reset: 'the connection was reset',
-    invalid_url: 'the URL is not a valid http(s) URL',
-    other: 'the request failed',
-  };
-  return what[outcome.errorKind];
+  return DELIVERY_ERROR_DESCRIPTIONS[outcome.errorKind];
 }

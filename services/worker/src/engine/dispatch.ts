@@ -14,6 +14,7 @@ import {
   type DeliveryOutcome,
   type SecretBox,
   type TaskClient,
+  UNDELIVERABLE_ERROR_KINDS,
 } from '@runtasks/shared';
 import type { Pool } from 'pg';
 import { BatchWriter } from './batch-writer.ts';
@@ -37,8 +38,6 @@ export type DispatchOutcome =
   | { kind: 'retry'; attempt: number; delayMs: number }
   | { kind: 'final'; status: 'errored' | 'unreachable'; runId: string };
 
-/** Never delivered at all: the task could not be executed (DESIGN §3 result statuses). */
-const UNDELIVERABLE: ReadonlySet<DeliveryErrorKind> = new Set(['blocked', 'dns', 'refused', 'tls', 'invalid_url']);
 /** Retrying cannot help: the destination is refused by policy or the URL is malformed. */
 const PERMANENT: ReadonlySet<DeliveryErrorKind> = new Set(['blocked', 'invalid_url']);
 
@@ -251,7 +250,7 @@ export async function deliverClaimed(em: EntityManager, deps: DispatchDeps, row:
     const retry = await pool.query(RETRY_LATER, [delayMs / 1000, resultId, attempt]);
     if (retry.rowCount === 1) return { kind: 'retry', attempt: attempt + 1, delayMs };
   }
-  const status = outcome.kind === 'error' && UNDELIVERABLE.has(outcome.errorKind) ? 'unreachable' : 'errored';
+  const status = outcome.kind === 'error' && UNDELIVERABLE_ERROR_KINDS.has(outcome.errorKind) ? 'unreachable' : 'errored';
   const message = `Run task request was not acknowledged after ${attempt} attempt${attempt === 1 ? '' : 's'}: ${describeOutcome(outcome)}.`;
   const ended = await pool.query(END_UNACKNOWLEDGED, [status, message, `${status}-at`, resultId, attempt]);
   // No row: a later attempt has the result now (this one outlived its lease), or it is no longer running.

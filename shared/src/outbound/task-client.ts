@@ -1,3 +1,4 @@
+import type { lookup as dnsLookup } from 'node:dns';
 import { Agent, request, type Dispatcher } from 'undici';
 import { createDestinationGuard, literalAddress, type DestinationGuard } from './destination-guard.ts';
 import { parseRetryAfter } from './retry-after.ts';
@@ -27,6 +28,8 @@ export interface TaskClientOptions {
   bodyTimeoutMs?: number;
   /** Injected in unit tests (undici MockAgent); production builds the guarded Agent. */
   dispatcher?: Dispatcher;
+  /** The resolver the guard asks for names; tests give DNS answers of their choosing. The system's by default. */
+  resolve?: typeof dnsLookup;
 }
 
 export interface TaskClient {
@@ -70,13 +73,14 @@ async function readCapped(body: Dispatcher.ResponseData['body'], limit: number):
  * (dispatch): guarded destinations, bounded timeouts, no redirects, capped response bodies.
  */
 export function createTaskClient(options: TaskClientOptions): TaskClient {
-  const guard = createDestinationGuard(options.allowlist);
+  const guard = createDestinationGuard(options.allowlist, options.resolve);
   const dispatcher =
     options.dispatcher ??
     new Agent({
       connections: 64,
       headersTimeout: options.headersTimeoutMs ?? 10_000,
       bodyTimeout: options.bodyTimeoutMs ?? 10_000,
+      // The socket connects to what the guard's lookup returns: only addresses it has checked.
       connect: { timeout: options.connectTimeoutMs ?? 5_000, lookup: guard.lookup },
     });
 

@@ -169,7 +169,7 @@ describe('callback limits', () => {
     it('caps the bytes of a result’s outcome bodies over its callbacks', async () => {
       const result = await openResult();
       const body = 'é'.repeat(OUTCOME_LIMITS.bodyCharacters / 2); // two bytes each: 64 KiB a body
-      const perCallback = Math.floor(1_000_000 / Buffer.byteLength(body)); // under the 1 MiB body limit of a request
+      const perCallback = Math.floor(1_000_000 / Buffer.byteLength(body)); // about 1 MB a callback, well within its body limit
       let accepted = 0;
       for (let round = 0; accepted + perCallback <= OUTCOME_LIMITS.bodyBytesPerResult / Buffer.byteLength(body); round += 1) {
         expect(

@@ -199,6 +199,21 @@ describe('run task verification', () => {
       expect(await countTasks(h)).toBe(before);
     });
 
+    it('shows a task stored with credentials before they were refused without them', async () => {
+      const connection = h.orm.em.fork().getConnection();
+      const [organization] = await connection.execute<{ id: string }[]>('select id from organizations where name = ?', [org.organization]);
+      const id = `task-legacy${Date.now()}`;
+      await connection.execute(
+        `insert into run_tasks (id, organization_id, name, url, category, enabled, global_enabled, global_stages, global_enforcement_level, created_at, updated_at)
+         values (?, ?, ?, 'https://user:s3cret@tasks.example.com/hook', 'task', true, false, '{}', 'advisory', now(), now())`,
+        [id, organization?.id, uniqueName('legacy')],
+      );
+      const shown = await api(h, 'get', `/tasks/${id}`, org.organizationToken);
+      expect(shown.status).toBe(200);
+      expect(shown.body.data.attributes.url).toBe('https://tasks.example.com/hook');
+      expect(JSON.stringify(shown.body)).not.toContain('s3cret');
+    });
+
     it('answers 422 "HTTP 401" when the endpoint rejects the signature of a wrong key', async () => {
       const server = await startTaskServer(requireSignature('the-right-key'));
       const before = await countTasks(h);

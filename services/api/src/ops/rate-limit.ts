@@ -29,7 +29,8 @@ function keyOf(ctx: ApiContext): string {
 
 /**
  * The budget's headers, as HCP sends them: the limit, what is left of it, and the seconds until it is
- * whole again (a decimal, as the window is a second).
+ * whole again, always a plain decimal: go-tfe waits that long after a 429 and stops the whole program
+ * on a value it cannot parse as a float.
  */
 function budgetHeaders(limiter: RateLimiterAbstract, state: RateLimiterRes): Record<string, string> {
   return {

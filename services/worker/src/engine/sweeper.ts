@@ -58,8 +58,8 @@ const UNDELIVERED_MESSAGE = `'The run task request was never delivered (' || tr.
 /**
  * Ends the due results `from` names (a FROM clause ending in a WHERE condition): past their progress
  * deadline or hard deadline. One whose request never reached its task server (its last attempt was
- * refused, unresolvable, blocked…, and none was acknowledged) ends `unreachable` with that error, as the
- * design has it for undeliverable requests; any other (delivered, then quiet) `errored`. One conditional
+ * refused, unresolvable, blocked…, and none was acknowledged) ends `unreachable` with that error, like any
+ * request that could not be delivered; any other (delivered, then quiet) `errored`. One conditional
  * update, so a callback racing the deadline and this agree on exactly one terminal transition. Returns
  * their runs.
  */

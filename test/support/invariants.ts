@@ -290,6 +290,13 @@ export async function checkInvariants(source: InvariantSource, options: Invarian
   ))
     violations.push(`task stage ${row.id}: its run ${row.run_id} does not exist (INV-1)`);
 
+  // Deadlines: a result's progress deadline never outlives its hard deadline (a start sets both, and a
+  // `running` callback moves the progress deadline on only up to the hard one).
+  for (const row of await query<{ id: string; over: string | number }>(
+    `select id, extract(epoch from progress_deadline - hard_deadline)::float8 as over from task_results where progress_deadline > hard_deadline`,
+  ))
+    violations.push(`task result ${row.id}: its progress deadline is ${Number(row.over).toFixed(1)} s after its hard deadline (deadlines)`);
+
   // INV-7: the outbox drains.
   const unpublished = await query<{ id: string; topic: string; aggregate_id: string; age: string | number }>(
     `select id, topic, aggregate_id, extract(epoch from now() - created_at)::float8 as age from outbox_events where published_at is null order by id`,

@@ -10,6 +10,7 @@ import { authenticate, authenticateCallback, authenticateTokenOrTask } from './a
 import { RequestState, type ApiContext, type ApiContextExtras, type ApiDeps, type ApiOps, type ApiState } from './context.ts';
 import { jsonBodyParser, requireJsonContentType } from './http/body.ts';
 import { abortedByClient, errorHandler } from './http/errors.ts';
+import { securityHeaders } from './http/security-headers.ts';
 import { API_PREFIX } from './http/jsonapi.ts';
 import { OutageLog } from './http/outage-log.ts';
 import type { RouteDef } from './routes/define.ts';
@@ -117,6 +118,7 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
       }
     }
   });
+  app.use(securityHeaders);
   app.use(errorHandler);
   // Probes, metrics and the API description: no authentication, no JSON:API.
   let openApi: ReturnType<typeof buildOpenApiDocument> | undefined;

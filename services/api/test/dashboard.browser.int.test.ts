@@ -69,6 +69,9 @@ describe('the queue dashboard in a browser', () => {
       const page = await context.newPage();
       const response = await page.goto(dashboard, { waitUntil: 'domcontentloaded', timeout: 15_000 });
       expect(response?.status()).toBe(200);
+      // The default policy of HTML answers: never framed, no inline script; the page renders under it.
+      expect(response?.headers()['content-security-policy']).toContain("frame-ancestors 'none'");
+      expect(response?.headers()['x-content-type-options']).toBe('nosniff');
       await page.getByText('Run Tasks queues').first().waitFor({ timeout: 15_000 });
       await page.getByText('runs', { exact: true }).first().waitFor({ timeout: 15_000 });
 
@@ -108,6 +111,12 @@ describe('the queue dashboard in a browser', () => {
       ['PUT', '/api/queues/runs/clean/completed'],
       ['PUT', '/api/queues/runs/retry/failed'],
       ['PUT', '/api/queues/runs/pause'],
+      // Pausing and resuming every queue at once answered 200 and did nothing.
+      ['PUT', '/api/queues/pause'],
+      ['PUT', '/api/queues/resume'],
+      ['PUT', '/api/queues/runs/resume'],
+      ['PUT', '/api/queues/runs/promote'],
+      ['PUT', '/api/queues/runs/concurrency'],
       ['PUT', '/api/queues/runs/empty'],
       ['PUT', '/api/queues/runs/obliterate'],
       ['POST', '/api/queues/runs/add'],
@@ -120,11 +129,13 @@ describe('the queue dashboard in a browser', () => {
     // were once the API's errors thrown into bull-board, which made them 500s).
     const clean = await fetch(`${dashboard}/api/queues/runs/clean/completed`, { method: 'POST', headers, body: '{}' });
     expect(clean.status).toBe(405);
-    expect(await clean.json()).toMatchObject({ errors: [{ status: '405', title: 'method not allowed' }] });
+    expect(await clean.json()).toMatchObject({
+      errors: [{ status: '405', title: 'method not allowed', detail: expect.stringContaining('read-only') }],
+    });
     const propfind = await fetch(`${dashboard}/api/queues`, { method: 'PROPFIND', headers: { authorization: basic(h.adminToken) } });
     expect(propfind.status).toBe(405);
     expect(await propfind.json()).toMatchObject({ errors: [{ status: '405', title: 'method not allowed' }] });
-    const unknown = await fetch(`${dashboard}/api/no-such-thing`, { method: 'POST', headers, body: '{}' });
+    const unknown = await fetch(`${dashboard}/api/no-such-thing`, { headers: { authorization: basic(h.adminToken) } });
     expect(unknown.status).toBe(404);
     expect(await unknown.json()).toEqual({ errors: [{ status: '404', title: 'not found' }] });
     expect((await worker.queue.getJobCounts('completed')).completed).toBeGreaterThanOrEqual(before.completed ?? 0);

@@ -125,7 +125,9 @@ describe('run task verification', () => {
       const payload = JSON.parse(text) as Record<string, unknown>;
       expect(payload).toMatchObject({
         payload_version: 1,
+        stage: 'test',
         access_token: 'test-token',
+        task_result_id: 'taskrs-verification',
         capabilities: { outcomes: true },
         organization_name: org.organization,
       });
@@ -167,6 +169,49 @@ describe('run task verification', () => {
       expect(error.detail).toContain(server.url);
       expect(server.requests).toHaveLength(1);
       expect(await countTasks(h)).toBe(before);
+    });
+
+    it("shows the endpoint's status and the first bytes of its answer in the 422, with the HMAC key cut out", async () => {
+      const server = await startTaskServer(() => ({ status: 500, body: `boom: cannot handle key echo-me-key ${'x'.repeat(4000)}` }));
+      const res = await createTask({ url: server.url, 'hmac-key': 'echo-me-key' });
+      const error = expectError(res, 422, '/data/attributes/url');
+      expect(error.detail).toContain('HTTP 500');
+      expect(error.detail).toContain('boom: cannot handle key [redacted]');
+      expect(JSON.stringify(res.body)).not.toContain('echo-me-key');
+      const meta = (res.body.errors[0] as { meta: { 'http-status': number; 'response-excerpt': string } }).meta;
+      expect(meta['http-status']).toBe(500);
+      expect(meta['response-excerpt'].startsWith('boom: cannot handle key [redacted] xxx')).toBe(true);
+      expect(meta['response-excerpt'].length).toBeLessThanOrEqual(512);
+    });
+
+    it.each([
+      ['a user name and password', (port: number) => `http://user:secret@127.0.0.1:${port}/hook`],
+      ['a user name', (port: number) => `http://user@127.0.0.1:${port}/hook`],
+      ['an empty user name with a password', (port: number) => `https://:secret@127.0.0.1:${port}/hook`],
+    ])('refuses a URL with %s at the pointer, without sending anything', async (_label, urlFor) => {
+      const server = await startTaskServer();
+      const before = await countTasks(h);
+      const res = await createTask({ url: urlFor(server.port) });
+      const error = expectError(res, 422, '/data/attributes/url');
+      expect(error.detail).toContain('user name or password');
+      expect(JSON.stringify(res.body)).not.toContain('secret');
+      expect(server.connections).toBe(0);
+      expect(await countTasks(h)).toBe(before);
+    });
+
+    it('shows a task stored with credentials before they were refused without them', async () => {
+      const connection = h.orm.em.fork().getConnection();
+      const [organization] = await connection.execute<{ id: string }[]>('select id from organizations where name = ?', [org.organization]);
+      const id = `task-legacy${Date.now()}`;
+      await connection.execute(
+        `insert into run_tasks (id, organization_id, name, url, category, enabled, global_enabled, global_stages, global_enforcement_level, created_at, updated_at)
+         values (?, ?, ?, 'https://user:s3cret@tasks.example.com/hook', 'task', true, false, '{}', 'advisory', now(), now())`,
+        [id, organization?.id, uniqueName('legacy')],
+      );
+      const shown = await api(h, 'get', `/tasks/${id}`, org.organizationToken);
+      expect(shown.status).toBe(200);
+      expect(shown.body.data.attributes.url).toBe('https://tasks.example.com/hook');
+      expect(JSON.stringify(shown.body)).not.toContain('s3cret');
     });
 
     it('answers 422 "HTTP 401" when the endpoint rejects the signature of a wrong key', async () => {
@@ -264,6 +309,15 @@ describe('run task verification', () => {
       expect(server.requests[1]?.headers).toHaveProperty('x-tfc-task-signature', '');
     });
 
+    it('refuses a new URL with credentials at the pointer and keeps the old one', async () => {
+      const { id, server } = await seedTask('cred-key');
+      const res = await patchTask(id, { url: `http://user:pw@127.0.0.1:${server.port}/moved` });
+      expect(expectError(res, 422, '/data/attributes/url').detail).toContain('user name or password');
+      expect(server.requests).toHaveLength(1);
+      const shown = await api(h, 'get', `/tasks/${id}`, org.organizationToken);
+      expect(shown.body.data.attributes.url).toBe(server.url);
+    });
+
     it('leaves the task unchanged when the verification of an update fails', async () => {
       const { id, server } = await seedTask('original-key');
       const failing = await startTaskServer(() => ({ status: 500 }));
@@ -285,6 +339,127 @@ describe('run task verification', () => {
       const [received] = next.requests as [ReceivedRequest];
       expect(received.headers['x-tfc-task-signature']).toBe(opensslHmac('original-key', received.body));
     });
+  });
+});
+
+/**
+ * A task server that calls back during the verification, as some real ones do: it reads the request,
+ * PATCHes the callback URL with the access token it was given (before answering), and answers 200 only
+ * when that PATCH got 200, else 500 with the callback's status, as a server that lets the failure
+ * escape does. `acceptsStage` decides what it takes for the test: then it answers 200 at once.
+ */
+async function startCallingBackServer(
+  acceptsStage: string | undefined,
+): Promise<{ url: string; callbacks: { status: number; body: string }[]; close(): Promise<void> }> {
+  const callbacks: { status: number; body: string }[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const payload = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, string>;
+      if (payload['access_token'] === 'test-token' && payload['stage'] === acceptsStage) {
+        res.writeHead(200).end('test received');
+        return;
+      }
+      const body = JSON.stringify({ data: { type: 'task-results', attributes: { status: 'passed', message: 'auto-approved' } } });
+      fetch(payload['task_result_callback_url'] ?? '', {
+        method: 'PATCH',
+        headers: { authorization: `Bearer ${payload['access_token']}`, 'content-type': 'application/vnd.api+json' },
+        body,
+      })
+        .then(async (answer) => {
+          callbacks.push({ status: answer.status, body: await answer.text() });
+          res.writeHead(answer.status === 200 ? 200 : 500).end(`callback answered ${answer.status}`);
+        })
+        .catch((error: unknown) => res.writeHead(500).end(String(error)));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/hook`,
+    callbacks,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+describe('run task verification with a task server that calls back', () => {
+  let h: Harness;
+  let org: Fixture;
+  beforeAll(async () => {
+    h = await startHarness({ reachableBaseUrl: true });
+    org = await seedOrganization(h, 'verify-callback');
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+
+  const createTaskAt = (url: string) =>
+    api(h, 'post', `/organizations/${org.organization}/tasks`, org.organizationToken, taskDocument({ url, 'hmac-key': 'cb-key' }));
+
+  it('sends stage "test", so a server that checks the token and the stage answers 200 without calling back', async () => {
+    const server = await startCallingBackServer('test');
+    try {
+      const res = await createTaskAt(server.url);
+      expect(res.status).toBe(201);
+      expect(server.callbacks).toEqual([]);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('answers the verification callback with 200 and changes nothing, whatever stage the server looked for', async () => {
+    // This server takes nothing for the test: it calls back during the verification.
+    const server = await startCallingBackServer(undefined);
+    const before = await countTasks(h);
+    const results = async (): Promise<number> =>
+      h.orm.em
+        .fork()
+        .getConnection()
+        .execute<{ count: string }[]>('select count(*) as count from task_results')
+        .then((rows) => Number(rows[0]?.count));
+    const resultsBefore = await results();
+    try {
+      const res = await createTaskAt(server.url);
+      expect(res.status).toBe(201);
+      expect(server.callbacks).toHaveLength(1);
+      expect(server.callbacks[0]?.status).toBe(200);
+      expect(JSON.parse(server.callbacks[0]?.body ?? '{}')).toMatchObject({ data: { id: 'taskrs-verification', type: 'task-results' } });
+      expect(await countTasks(h)).toBe(before + 1);
+      expect(await results()).toBe(resultsBefore);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it.each(['post_plan', 'pre_apply', undefined])(
+    'answers the test token 200 on the verification callback for a body with stage %s',
+    async (stage) => {
+      const res = await h.http
+        .patch('/api/v2/task-results/taskrs-verification/callback')
+        .set('Authorization', 'Bearer test-token')
+        .set('Content-Type', 'application/vnd.api+json')
+        .send({ data: { type: 'task-results', attributes: { status: 'failed', ...(stage ? { stage } : {}) } } });
+      expect(res.status).toBe(200);
+    },
+  );
+
+  it('still refuses the test token on any other result, and any other token on the verification result', async () => {
+    const other = await h.http
+      .patch('/api/v2/task-results/taskrs-other/callback')
+      .set('Authorization', 'Bearer test-token')
+      .set('Content-Type', 'application/vnd.api+json')
+      .send({ data: { type: 'task-results', attributes: { status: 'passed' } } });
+    expect(other.status).toBe(401);
+    const wrong = await h.http
+      .patch('/api/v2/task-results/taskrs-verification/callback')
+      .set('Authorization', 'Bearer not-the-test-token')
+      .set('Content-Type', 'application/vnd.api+json')
+      .send({ data: { type: 'task-results', attributes: { status: 'passed' } } });
+    expect(wrong.status).toBe(401);
   });
 });
 

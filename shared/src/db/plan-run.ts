@@ -125,8 +125,9 @@ export interface ResultDeadlines {
   maxRuntimeSeconds: number;
 }
 
+/** The progress deadline never outlives the hard one, even where the progress timeout is set longer than the maximum runtime. */
 export const resultDeadlines = (config: Pick<Config, 'taskProgressTimeoutSeconds' | 'taskMaxRuntimeSeconds'>): ResultDeadlines => ({
-  progressTimeoutSeconds: config.taskProgressTimeoutSeconds,
+  progressTimeoutSeconds: Math.min(config.taskProgressTimeoutSeconds, config.taskMaxRuntimeSeconds),
   maxRuntimeSeconds: config.taskMaxRuntimeSeconds,
 });
 

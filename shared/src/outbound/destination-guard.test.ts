@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import type { LookupAddress } from 'node:dns';
+import type { lookup, LookupAddress } from 'node:dns';
 import { BlockedDestinationError, createDestinationGuard, literalAddress, type DestinationGuard } from './destination-guard.ts';
 
 /** Every spelling of a non-public destination, with the address it stands for. */
@@ -187,6 +187,32 @@ describe('lookup (the resolver hook for undici connect)', () => {
     const guard = createDestinationGuard([]);
     expect((await lookupPlain(guard, normalized)).error).toBeInstanceOf(BlockedDestinationError);
     expect((await lookupWith(guard, normalized, { all: true })).error).toBeInstanceOf(BlockedDestinationError);
+  });
+
+  /** A resolver that gives every name this answer (a DNS answer of the test's choosing). */
+  const answering = (addresses: LookupAddress[]) =>
+    ((_hostname: string, _options: unknown, callback: (error: null, addresses: LookupAddress[]) => void) =>
+      callback(null, addresses)) as unknown as typeof lookup;
+  const PUBLIC: LookupAddress = { address: '93.184.216.34', family: 4 };
+  const PUBLIC_V6: LookupAddress = { address: '2606:4700::1111', family: 6 };
+
+  it.each<[string, LookupAddress[]]>([
+    ['public first, private last', [PUBLIC, { address: '10.0.0.1', family: 4 }]],
+    ['private first', [{ address: '127.0.0.1', family: 4 }, PUBLIC]],
+    ['a metadata address among public ones', [PUBLIC, PUBLIC_V6, { address: '169.254.169.254', family: 4 }]],
+    ['IPv6 loopback after IPv4 public', [PUBLIC, { address: '::1', family: 6 }]],
+    ['an IPv4-mapped private address', [PUBLIC, { address: '::ffff:192.168.1.1', family: 6 }]],
+  ])('refuses a mixed answer (%s) as a whole, with and without {all: true}', async (_label, addresses) => {
+    const guard = createDestinationGuard([], answering(addresses));
+    expect((await lookupPlain(guard, 'mixed.example.test')).error).toBeInstanceOf(BlockedDestinationError);
+    expect((await lookupWith(guard, 'mixed.example.test', { all: true })).error).toBeInstanceOf(BlockedDestinationError);
+    expect((await lookupWith(guard, 'mixed.example.test', { family: 4 })).error).toBeInstanceOf(BlockedDestinationError);
+  });
+
+  it('gives back every address of an all-public answer, and only those', async () => {
+    const guard = createDestinationGuard([], answering([PUBLIC, PUBLIC_V6]));
+    expect(await lookupWith(guard, 'public.example.test', { all: true })).toMatchObject({ error: null, address: [PUBLIC, PUBLIC_V6] });
+    expect(await lookupPlain(guard, 'public.example.test')).toEqual({ error: null, address: PUBLIC.address, family: 4 });
   });
 
   it('passes public answers through in the shape the caller asked for', async () => {

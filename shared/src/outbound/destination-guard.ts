@@ -75,7 +75,13 @@ function parseAllowlist(entries: readonly string[]): { cidrs: Cidr[]; hosts: Set
   return { cidrs, hosts };
 }
 
-export function createDestinationGuard(allowlist: readonly string[]): DestinationGuard {
+/**
+ * `resolve` is the resolver asked for names (the system's; tests give answers of their choosing). Every
+ * address of an answer is judged, and the caller gets back only addresses that were: a connection made
+ * with this lookup goes to a checked address, and an answer with any forbidden address (a public name
+ * that also resolves somewhere private) is refused as a whole.
+ */
+export function createDestinationGuard(allowlist: readonly string[], resolve: typeof dnsLookup = dnsLookup): DestinationGuard {
   const { cidrs, hosts } = parseAllowlist(allowlist);
   const allowedByCidr = (address: ipaddr.IPv4 | ipaddr.IPv6): boolean =>
     cidrs.some(([range, bits]) => range.kind() === address.kind() && address.match(range, bits));
@@ -106,7 +112,7 @@ export function createDestinationGuard(allowlist: readonly string[]): Destinatio
       family?: number,
     ) => void;
     const opts = (typeof options === 'object' && options !== null ? options : {}) as { all?: boolean; family?: number };
-    dnsLookup(hostname, { ...opts, all: true }, (error, addresses) => {
+    resolve(hostname, { ...opts, all: true }, (error, addresses) => {
       if (error) return done(error, []);
       try {
         for (const { address } of addresses) assertAddressAllowed(address, hostname);

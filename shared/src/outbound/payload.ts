@@ -3,7 +3,7 @@ import type { RunStage } from '../domain/statuses.ts';
 /** The run task request body, payload version 1 (every field HCP sends; docs/api.md, "Compatibility"). Field order is stable. */
 export interface TaskRequestPayload {
   payload_version: 1;
-  stage: RunStage;
+  stage: RunStage | typeof VERIFICATION_STAGE;
   access_token: string;
   capabilities: { outcomes: true };
   configuration_version_download_url: string | null;
@@ -36,6 +36,15 @@ export interface TaskRequestPayload {
 /** Servers recognise the verification request by this access token and answer 200 without calling back. */
 export const VERIFICATION_ACCESS_TOKEN = 'test-token';
 
+/**
+ * The verification request's stage, as HCP Terraform sends it: some servers take a request for the test
+ * only when the token is `test-token` and the stage is `test`, and treat any other as a run's.
+ */
+export const VERIFICATION_STAGE = 'test';
+
+/** The result id the verification request names; its callback URL answers the test token with 200 and changes nothing. */
+export const VERIFICATION_RESULT_ID = 'taskrs-verification';
+
 /** Compact JSON, serialized once: the signature covers exactly these bytes. */
 export function encodePayload(payload: TaskRequestPayload): Buffer {
   return Buffer.from(JSON.stringify(payload), 'utf8');
@@ -45,7 +54,7 @@ export function encodePayload(payload: TaskRequestPayload): Buffer {
 export function verificationPayload(baseUrl: string, organizationName: string, now = new Date()): TaskRequestPayload {
   return {
     payload_version: 1,
-    stage: 'post_plan',
+    stage: VERIFICATION_STAGE,
     access_token: VERIFICATION_ACCESS_TOKEN,
     capabilities: { outcomes: true },
     configuration_version_download_url: null,
@@ -58,9 +67,9 @@ export function verificationPayload(baseUrl: string, organizationName: string, n
     run_created_by: 'runtasks',
     run_id: 'run-verification',
     run_message: 'Run task verification',
-    task_result_callback_url: `${baseUrl}/api/v2/task-results/taskrs-verification/callback`,
+    task_result_callback_url: `${baseUrl}/api/v2/task-results/${VERIFICATION_RESULT_ID}/callback`,
     task_result_enforcement_level: 'advisory',
-    task_result_id: 'taskrs-verification',
+    task_result_id: VERIFICATION_RESULT_ID,
     vcs_branch: null,
     vcs_commit_url: null,
     vcs_commit_hash: null,

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
+import type { lookup, LookupAddress } from 'node:dns';
 import { createHmac } from 'node:crypto';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -289,6 +290,43 @@ describe('createTaskClient.post (real loopback sockets)', () => {
       bodyExcerpt: 'reached',
     });
     expect(server.connections()).toBe(1);
+  });
+});
+
+describe('createTaskClient.post with chosen DNS answers (real loopback sockets)', () => {
+  /** A resolver for every name: `addresses`, whatever is asked. */
+  const answering = (addresses: LookupAddress[]) =>
+    ((_hostname: string, _options: unknown, callback: (error: null, addresses: LookupAddress[]) => void) =>
+      callback(null, addresses)) as unknown as typeof lookup;
+
+  it('connects to the address the guard checked (the name resolves nowhere else)', async () => {
+    const server = await realServer((res) => res.end('pinned'));
+    const client = clientWith({ allowlist: ['127.0.0.1/32'], resolve: answering([{ address: '127.0.0.1', family: 4 }]) });
+    const outcome = await client.post(`http://task.example.test:${server.port}/hook`, BODY, null);
+    expect(outcome).toMatchObject({ kind: 'response', status: 200, bodyExcerpt: 'pinned' });
+    expect(server.connections()).toBe(1);
+  });
+
+  it.each<[string, LookupAddress[]]>([
+    [
+      'allowed first, forbidden last',
+      [
+        { address: '127.0.0.1', family: 4 },
+        { address: '10.1.2.3', family: 4 },
+      ],
+    ],
+    [
+      'forbidden first, allowed last',
+      [
+        { address: '169.254.169.254', family: 4 },
+        { address: '127.0.0.1', family: 4 },
+      ],
+    ],
+  ])('refuses a mixed answer (%s) without connecting anywhere', async (_label, addresses) => {
+    const server = await realServer((res) => res.end('reached'));
+    const client = clientWith({ allowlist: ['127.0.0.1/32'], resolve: answering(addresses) });
+    expectError(await client.post(`http://mixed.example.test:${server.port}/hook`, BODY, null), 'blocked');
+    expect(server.connections()).toBe(0);
   });
 });
 

@@ -1,3 +1,4 @@
+import type { lookup as dnsLookup } from 'node:dns';
 import { Agent, request, type Dispatcher } from 'undici';
 import { createDestinationGuard, literalAddress, type DestinationGuard } from './destination-guard.ts';
 import { parseRetryAfter } from './retry-after.ts';
@@ -27,6 +28,8 @@ export interface TaskClientOptions {
   bodyTimeoutMs?: number;
   /** Injected in unit tests (undici MockAgent); production builds the guarded Agent. */
   dispatcher?: Dispatcher;
+  /** The resolver the guard asks for names; tests give DNS answers of their choosing. The system's by default. */
+  resolve?: typeof dnsLookup;
 }
 
 export interface TaskClient {
@@ -70,13 +73,14 @@ async function readCapped(body: Dispatcher.ResponseData['body'], limit: number):
  * (dispatch): guarded destinations, bounded timeouts, no redirects, capped response bodies.
  */
 export function createTaskClient(options: TaskClientOptions): TaskClient {
-  const guard = createDestinationGuard(options.allowlist);
+  const guard = createDestinationGuard(options.allowlist, options.resolve);
   const dispatcher =
     options.dispatcher ??
     new Agent({
       connections: 64,
       headersTimeout: options.headersTimeoutMs ?? 10_000,
       bodyTimeout: options.bodyTimeoutMs ?? 10_000,
+      // The socket connects to what the guard's lookup returns: only addresses it has checked.
       connect: { timeout: options.connectTimeoutMs ?? 5_000, lookup: guard.lookup },
     });
 
@@ -129,19 +133,24 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
   };
 }
 
+/** What each delivery error means, in words a task's author can act on. */
+export const DELIVERY_ERROR_DESCRIPTIONS: Readonly<Record<DeliveryErrorKind, string>> = {
+  blocked:
+    'the destination is not allowed (a private, loopback or reserved address); operators can allow it with TASK_DESTINATION_ALLOWLIST',
+  dns: 'the host name could not be resolved',
+  refused: 'the connection was refused',
+  timeout: 'the endpoint did not answer in time',
+  tls: 'the TLS handshake failed',
+  reset: 'the connection was reset',
+  invalid_url: 'the URL is not a valid http(s) URL',
+  other: 'the request failed',
+};
+
+/** Errors that mean the request never reached the task server: its result ends `unreachable`, not `errored`. */
+export const UNDELIVERABLE_ERROR_KINDS: ReadonlySet<DeliveryErrorKind> = new Set(['blocked', 'dns', 'refused', 'tls', 'invalid_url']);
+
 /** A human sentence for what the endpoint answered, for 422 details and logs. */
 export function describeOutcome(outcome: DeliveryOutcome): string {
   if (outcome.kind === 'response') return `the endpoint answered HTTP ${outcome.status}`;
-  const what: Record<DeliveryErrorKind, string> = {
-    blocked:
-      'the destination is not allowed (a private, loopback or reserved address); operators can allow it with TASK_DESTINATION_ALLOWLIST',
-    dns: 'the host name could not be resolved',
-    refused: 'the connection was refused',
-    timeout: 'the endpoint did not answer in time',
-    tls: 'the TLS handshake failed',
-    reset: 'the connection was reset',
-    invalid_url: 'the URL is not a valid http(s) URL',
-    other: 'the request failed',
-  };
-  return what[outcome.errorKind];
+  return DELIVERY_ERROR_DESCRIPTIONS[outcome.errorKind];
 }

@@ -1,4 +1,14 @@
-import { CALLBACK_TOKEN_PREFIX, conflict, isPlausibleToken, prepared, runPrepared, unauthorized, type Queryable } from '@runtasks/shared';
+import {
+  CALLBACK_TOKEN_PREFIX,
+  conflict,
+  isPlausibleToken,
+  prepared,
+  runPrepared,
+  unauthorized,
+  VERIFICATION_ACCESS_TOKEN,
+  VERIFICATION_RESULT_ID,
+  type Queryable,
+} from '@runtasks/shared';
 import type { Next } from 'koa';
 import { hash, randomBytes } from 'node:crypto';
 import { poolOf, type ApiContext } from '../context.ts';
@@ -180,6 +190,20 @@ export async function currentCallbackRefusal(client: Queryable, resultId: string
 const INPUT_ERRORS: ReadonlySet<number> = new Set([400, 413, 415, 422]);
 
 /**
+ * The verification request's callback URL with its `test-token`: some task servers call back during
+ * the test (taking it for a run, or to try the callback); HCP's verification must not fail because of
+ * that, so the answer is 200 whatever was sent, and nothing changes (no result has this id).
+ */
+function answerVerificationCallback(ctx: ApiContext): void {
+  ctx.status = 200;
+  ctx.type = 'application/vnd.api+json';
+  ctx.body = {
+    data: { id: VERIFICATION_RESULT_ID, type: 'task-results', attributes: { status: 'pending' } },
+    meta: { verification: 'This is the run task verification callback: it is acknowledged and changes nothing.' },
+  };
+}
+
+/**
  * `callback` routes: the result's own access token, checked before the body is read (a 401 never
  * depends on the body, and no unauthenticated body is parsed), and a refusal (final: 409, expired: 401)
  * comes before any complaint about the input. A token bound to this result (as the worker issues them,
@@ -189,8 +213,12 @@ const INPUT_ERRORS: ReadonlySet<number> = new Set([400, 413, 415, 422]);
  */
 export async function authenticateCallback(ctx: ApiContext, next: Next): Promise<void> {
   const token = bearerToken(ctx.get('authorization') || undefined);
-  if (!token || !isPlausibleToken(token)) throw unauthorized();
   const resultId = ctx.params['task_result_id'] ?? '';
+  if (token === VERIFICATION_ACCESS_TOKEN && resultId === VERIFICATION_RESULT_ID) {
+    answerVerificationCallback(ctx);
+    return;
+  }
+  if (!token || !isPlausibleToken(token)) throw unauthorized();
   const tokenHash = ctx.deps.secrets.hashToken(token);
   ctx.state.callbackAccess = { resultId, tokenHash };
   if (!ctx.deps.secrets.isBoundTo(token, CALLBACK_TOKEN_PREFIX, resultId)) {

@@ -57,13 +57,30 @@ export function pointerOf(path: readonly PropertyKey[]): string {
   return '/' + path.map((segment) => String(segment).replaceAll('~', '~0').replaceAll('/', '~1')).join('/');
 }
 
+const isMissing = (issue: z.core.$ZodIssue): boolean => issue.code === 'invalid_type' && issue.input === undefined;
+
+/**
+ * A union's own issue says only "Invalid input": the issue of the member the value was meant as says what
+ * is wrong and where (an outcome's `url`, rather than the outcome). That member is the one that got
+ * furthest: a value given wrong rather than one left out, then the longest path.
+ */
+function specificIssue(issue: z.core.$ZodIssue): z.core.$ZodIssue {
+  if (issue.code !== 'invalid_union') return issue;
+  const nested = issue.errors.flat();
+  if (nested.length === 0) return issue;
+  const rank = (item: z.core.$ZodIssue): number => (isMissing(item) ? 0 : 1000) + item.path.length;
+  const furthest = nested.reduce((best, item) => (rank(item) > rank(best) ? item : best));
+  return specificIssue({ ...furthest, path: [...issue.path, ...furthest.path] });
+}
+
 export function parseWith<T extends z.ZodType>(schema: T, value: unknown): z.output<T> {
   // reportInput: without it zod leaves `input` out of every issue, and every wrong type read as "missing".
   const parsed = schema.safeParse(value, { reportInput: true });
   if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0];
+  const first = parsed.error.issues[0];
+  const issue = first && specificIssue(first);
   if (!issue) throw new ApiError(422, 'invalid request');
   const pointer = pointerOf(issue.path);
-  const missing = issue.code === 'invalid_type' && issue.input === undefined;
+  const missing = isMissing(issue);
   throw new ApiError(422, missing ? 'missing attribute' : 'invalid attribute', `${pointer} ${issue.message}`.trim(), { pointer });
 }

@@ -2,7 +2,7 @@ import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { KoaAdapter } from '@bull-board/koa';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { isPlausibleToken, methodNotAllowed, notFound, type SecretBox } from '@runtasks/shared';
+import { ApiError, isPlausibleToken, methodNotAllowed, notFound, type SecretBox } from '@runtasks/shared';
 import type { Queue } from 'bullmq';
 import type { Middleware } from 'koa';
 import { principalMemoKey } from '../auth/authenticate.ts';
@@ -71,6 +71,15 @@ export function createDashboard(options: {
       ctx.type = 'application/vnd.api+json';
       ctx.body = { errors: [{ status: '401', title: 'unauthorized' }] };
       return;
+    }
+    // Read-only refuses every write itself: bull-board leaves some routes of a read-only board answering
+    // 200 while doing nothing (pausing or resuming all queues), which reads as done.
+    if (options.readOnly && ctx.method !== 'GET' && ctx.method !== 'HEAD') {
+      throw new ApiError(
+        405,
+        'method not allowed',
+        'The job dashboard is read-only (DASHBOARD_READ_ONLY=true): it retries, removes, pauses and adds nothing.',
+      );
     }
     // Its paths are its own: nothing after it (the API's routers and their 404) is asked, and what its
     // router leaves unanswered gets the API's errors. Asked, the API's 404 was thrown into bull-board,

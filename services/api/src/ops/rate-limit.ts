@@ -27,11 +27,25 @@ function keyOf(ctx: ApiContext): string {
   return `ip:${ctx.ip}`;
 }
 
+/**
+ * The budget's headers, as HCP sends them: the limit, what is left of it, and the seconds until it is
+ * whole again, always a plain decimal: go-tfe waits that long after a 429 and stops the whole program
+ * on a value it cannot parse as a float.
+ */
+function budgetHeaders(limiter: RateLimiterAbstract, state: RateLimiterRes): Record<string, string> {
+  return {
+    'X-RateLimit-Limit': String(limiter.points),
+    'X-RateLimit-Remaining': String(Math.max(0, state.remainingPoints)),
+    'X-RateLimit-Reset': (Math.max(0, state.msBeforeNext) / 1000).toFixed(3),
+  };
+}
+
 /** Without a limiter (rate limiting off) the app leaves this middleware out of every route. */
 export function rateLimit(limiter: RateLimiterAbstract) {
   return async (ctx: ApiContext, next: Next): Promise<void> => {
+    let state: RateLimiterRes;
     try {
-      await limiter.consume(keyOf(ctx));
+      state = await limiter.consume(keyOf(ctx));
     } catch (rejection) {
       if (!(rejection instanceof RateLimiterRes)) throw rejection;
       const retryAfter = Math.max(1, Math.ceil(rejection.msBeforeNext / 1000));
@@ -40,13 +54,10 @@ export function rateLimit(limiter: RateLimiterAbstract) {
         'too many requests',
         `Rate limit of ${limiter.points} requests per second exceeded; retry after ${retryAfter} s.`,
         undefined,
-        {
-          'Retry-After': String(retryAfter),
-          'X-RateLimit-Limit': String(limiter.points),
-        },
+        { 'Retry-After': String(retryAfter), ...budgetHeaders(limiter, rejection) },
       );
     }
-    ctx.set('X-RateLimit-Limit', String(limiter.points));
+    ctx.set(budgetHeaders(limiter, state));
     await next();
   };
 }

@@ -22,7 +22,7 @@ import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
 import { assertEditionAllowsAnotherTask, isGlobalEntitled, verifyTaskEndpoint, workspaceTaskIdsOf } from '../services/run-task.service.ts';
 import { orNotFound, publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
 import { findOrganization } from './organizations.routes.ts';
-import { characters, distinctList, flexibleBoolean, httpUrl, nameSchema, noRelationships, resourceDocument, safeText } from './schemas.ts';
+import { characters, distinctList, flexibleBoolean, nameSchema, noRelationships, resourceDocument, safeText, taskUrl } from './schemas.ts';
 
 const globalConfiguration = z
   .object({
@@ -36,7 +36,7 @@ const globalConfiguration = z
 const hmacKey = safeText(512).nullable().optional();
 
 const mutableAttributes = {
-  url: httpUrl,
+  url: taskUrl,
   description: characters(300).nullable().optional(),
   category: z.literal('task', { error: 'must be "task"' }),
   // HCP's table says hmac-key, its samples hmac_key: both are accepted.

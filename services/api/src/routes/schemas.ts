@@ -51,19 +51,37 @@ export const characters = (max: number) =>
     .refine((value) => !value.includes('\u0000'), NO_NUL)
     .refine((value) => value.isWellFormed(), WELL_FORMED);
 
+/** The URL when it is an absolute http(s) URL with a host, else undefined. */
+function parseHttpUrl(value: string): URL | undefined {
+  try {
+    const url = new URL(value);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname.length > 0 ? url : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export const httpUrl = z
   .string()
   .max(2048, 'must be at most 2048 characters')
   // The URL parser percent-encodes a NUL, but the value is stored as given: PostgreSQL text cannot hold it.
   .refine((value) => !value.includes('\u0000'), NO_NUL)
-  .refine((value) => {
-    try {
-      const url = new URL(value);
-      return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname.length > 0;
-    } catch {
-      return false;
-    }
-  }, 'must be an http or https URL');
+  .refine((value) => parseHttpUrl(value) !== undefined, 'must be an http or https URL');
+
+/**
+ * A task's URL: credentials in it (`http://user:secret@host/`) are never sent (requests are signed with
+ * the HMAC key instead), and anyone who can read a run would see them, so they are refused.
+ */
+export const taskUrl = httpUrl.refine((value) => {
+  const url = parseHttpUrl(value);
+  return url === undefined || (url.username === '' && url.password === '');
+}, 'must not contain a user name or password: they are never sent, and readers of runs would see them (the HMAC key authenticates requests)');
+
+/**
+ * A link a task server gives (a callback's or an outcome's `url`), which UIs render as a link: http or
+ * https only, so that no `javascript:` or `data:` URL is served back. Empty stays allowed, as before.
+ */
+export const linkUrl = safeText(2048).refine((value) => value === '' || parseHttpUrl(value) !== undefined, 'must be an http or https URL');
 
 /** A list without repeats: a stage given twice is a client mistake, not something to deduplicate silently. */
 export const distinctList = <T extends z.ZodType>(item: T) =>

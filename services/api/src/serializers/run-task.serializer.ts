@@ -1,5 +1,6 @@
 import type { DeliveryAttempt, RunTask, TaskResultOutcome, WorkspaceTask } from '@runtasks/shared';
 import { selfLink, timestamp, toMany, toOne, type Resource, type Timestamps } from '../http/jsonapi.ts';
+import { shownTaskUrl } from './task-url.ts';
 
 export interface RunTaskView {
   organizationName: string;
@@ -18,7 +19,7 @@ export type RunTaskFields = Pick<
 export function serializeRunTask(task: RunTaskFields, view: RunTaskView): Resource {
   const attributes: Record<string, unknown> = {
     name: task.name,
-    url: task.url,
+    url: shownTaskUrl(task.url),
     description: task.description ?? null,
     category: task.category,
     // Write-only: never emitted, whatever is stored (HCP behaviour).

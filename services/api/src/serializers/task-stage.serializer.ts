@@ -1,5 +1,6 @@
 import type { TaskResult, TaskStage } from '@runtasks/shared';
 import { selfLink, timestamp, toMany, toOne, type Resource, type Timestamps } from '../http/jsonapi.ts';
+import { shownTaskUrl } from './task-url.ts';
 
 /** What a stage's document is made of: the entity, or a row read by a raw query (rows.ts). */
 export type TaskStageView = Pick<TaskStage, 'id' | 'status' | 'stage' | 'statusTimestamps'> &
@@ -70,7 +71,7 @@ export function serializeTaskResult(result: TaskResultView): Resource {
       'updated-at': timestamp(result.updatedAt),
       'task-id': result.taskId,
       'task-name': result.taskName,
-      'task-url': result.taskUrl,
+      'task-url': shownTaskUrl(result.taskUrl),
       stage: result.stage,
       'is-speculative': result.isSpeculative,
       'workspace-task-id': result.workspaceTaskId ?? null,

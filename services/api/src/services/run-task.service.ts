@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import {
+  answerExcerpt,
   ApiError,
   describeOutcome,
   encodePayload,
@@ -12,21 +13,30 @@ import {
 } from '@runtasks/shared';
 import type { ApiDeps } from '../context.ts';
 
+/** How much of a refusing endpoint's answer a failed verification's 422 shows. */
+const VERIFICATION_EXCERPT_LIMIT = 512;
+
 /**
  * The verification request HCP sends when a task is created or its URL or key changes: signed with
- * the (new) key, `access_token: "test-token"`, through the same guarded client the worker uses.
- * Anything but 200 in time is a 422 that says what the endpoint answered; nothing is persisted.
+ * the (new) key, `access_token: "test-token"`, `stage: "test"`, through the same guarded client the
+ * worker uses. Anything but 200 in time is a 422 that says what the endpoint answered (its status and
+ * the first bytes of its answer, the key cut out, in `detail` and `meta`), so that the task's author can
+ * tell why; nothing is persisted.
  */
 export async function verifyTaskEndpoint(deps: ApiDeps, organizationName: string, url: string, hmacKey: string | null): Promise<void> {
   const body = encodePayload(verificationPayload(deps.config.publicBaseUrl, organizationName));
   const timeoutSeconds = deps.config.taskVerificationTimeoutSeconds;
   const outcome = await deps.taskClient.post(url, body, hmacKey, AbortSignal.timeout(timeoutSeconds * 1000));
   if (outcome.kind === 'response' && outcome.status === 200) return;
+  const answered = outcome.kind === 'response' ? answerExcerpt(outcome.bodyExcerpt, [hmacKey ?? ''], VERIFICATION_EXCERPT_LIMIT) : '';
   throw new ApiError(
     422,
     'run task verification failed',
-    `The test request to ${url} was not acknowledged: ${describeOutcome(outcome)}. The endpoint must answer it with HTTP 200 within ${timeoutSeconds} s.`,
+    `The test request to ${url} was not acknowledged: ${describeOutcome(outcome)}${answered === '' ? '' : ` with: ${answered}`}. ` +
+      `The endpoint must answer it with HTTP 200 within ${timeoutSeconds} s.`,
     { pointer: '/data/attributes/url' },
+    {},
+    outcome.kind === 'response' ? { 'http-status': outcome.status, 'response-excerpt': answered } : { 'error-kind': outcome.errorKind },
   );
 }
 

@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import {
+  answerExcerpt,
   DB_NOW_ISO,
   describeOutcome,
   issueCallbackToken,
@@ -13,6 +14,7 @@ import {
   type DeliveryOutcome,
   type SecretBox,
   type TaskClient,
+  UNDELIVERABLE_ERROR_KINDS,
 } from '@runtasks/shared';
 import type { Pool } from 'pg';
 import { BatchWriter } from './batch-writer.ts';
@@ -36,12 +38,8 @@ export type DispatchOutcome =
   | { kind: 'retry'; attempt: number; delayMs: number }
   | { kind: 'final'; status: 'errored' | 'unreachable'; runId: string };
 
-/** Never delivered at all: the task could not be executed (docs/design.md, "Result statuses"). */
-const UNDELIVERABLE: ReadonlySet<DeliveryErrorKind> = new Set(['blocked', 'dns', 'refused', 'tls', 'invalid_url']);
 /** Retrying cannot help: the destination is refused by policy or the URL is malformed. */
 const PERMANENT: ReadonlySet<DeliveryErrorKind> = new Set(['blocked', 'invalid_url']);
-
-const EXCERPT_LIMIT = 2048;
 
 /** How long a claimed attempt holds its result: longer than any attempt (connect 5 s + headers 10 s + body 10 s). */
 export const ATTEMPT_LEASE_MS = 30_000;
@@ -144,15 +142,12 @@ export class Acknowledgements {
 }
 
 /**
- * What an attempt keeps of the answer, for the people who read the run's delivery attempts: its first
- * characters, with the result's access token cut out wherever the task server echoed it (those readers
- * must not be able to call back in the task's place) and NUL, which PostgreSQL refuses in text, replaced.
- * The token is cut out before the excerpt is cut short, so no part of one at the cut stays.
+ * What an attempt keeps of the answer, for the people who read the run's delivery attempts: the result's
+ * access token is cut out wherever the task server echoed it (those readers must not be able to call
+ * back in the task's place).
  */
 function attemptExcerpt(outcome: DeliveryOutcome, token: string): string {
-  const text = outcome.kind === 'response' ? outcome.bodyExcerpt : outcome.message;
-  const window = text.slice(0, EXCERPT_LIMIT + token.length);
-  return (token === '' ? window : window.replaceAll(token, '[redacted]')).slice(0, EXCERPT_LIMIT).replaceAll('\u0000', '\uFFFD');
+  return answerExcerpt(outcome.kind === 'response' ? outcome.bodyExcerpt : outcome.message, [token]);
 }
 
 function attemptValues(resultId: string, attempt: number, startedAt: Date, outcome: DeliveryOutcome, token: string): unknown[] {
@@ -255,7 +250,7 @@ export async function deliverClaimed(em: EntityManager, deps: DispatchDeps, row:
     const retry = await pool.query(RETRY_LATER, [delayMs / 1000, resultId, attempt]);
     if (retry.rowCount === 1) return { kind: 'retry', attempt: attempt + 1, delayMs };
   }
-  const status = outcome.kind === 'error' && UNDELIVERABLE.has(outcome.errorKind) ? 'unreachable' : 'errored';
+  const status = outcome.kind === 'error' && UNDELIVERABLE_ERROR_KINDS.has(outcome.errorKind) ? 'unreachable' : 'errored';
   const message = `Run task request was not acknowledged after ${attempt} attempt${attempt === 1 ? '' : 's'}: ${describeOutcome(outcome)}.`;
   const ended = await pool.query(END_UNACKNOWLEDGED, [status, message, `${status}-at`, resultId, attempt]);
   // No row: a later attempt has the result now (this one outlived its lease), or it is no longer running.

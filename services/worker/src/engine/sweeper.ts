@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { DB_NOW_ISO, nativePool, numbered } from '@runtasks/shared';
+import { DB_NOW_ISO, DELIVERY_ERROR_DESCRIPTIONS, nativePool, numbered, UNDELIVERABLE_ERROR_KINDS } from '@runtasks/shared';
 import { runsThatMayMove } from './advance-run.ts';
 
 /** Where a look at idle runs goes on from: after this run (its `updated_at` as PostgreSQL's text, to the microsecond). */
@@ -46,23 +46,41 @@ const UNFINISHED_RUN = `status not in ('applied', 'post_apply_completed', 'plann
 const IN_FLIGHT_RESULTS = `runs r join task_stages ts on ts.run_id = r.id join task_results tr on tr.task_stage_id = ts.id
   where r.${UNFINISHED_RUN}`;
 
+const sqlText = (text: string): string => `'${text.replaceAll("'", "''")}'`;
+
+/** Of a due result (`tr`) whose request was never acknowledged, the error of its last attempt (`last`) when that one never reached the task server. */
+const UNDELIVERED = `tr.acknowledged_at is null and last.error_kind in (${[...UNDELIVERABLE_ERROR_KINDS].map(sqlText).join(', ')})`;
+
+/** "The run task request was never delivered (2 attempts): the connection was refused." */
+const UNDELIVERED_MESSAGE = `'The run task request was never delivered (' || tr.attempts || case when tr.attempts = 1 then ' attempt): ' else ' attempts): ' end ||
+  case last.error_kind ${[...UNDELIVERABLE_ERROR_KINDS].map((kind) => `when ${sqlText(kind)} then ${sqlText(`${DELIVERY_ERROR_DESCRIPTIONS[kind]}.`)}`).join(' ')} end`;
+
 /**
- * Ends the due results `from` names (a FROM clause ending in a WHERE condition) as `errored`: past their
- * progress deadline or hard deadline. One conditional update, so a callback racing the deadline and this
- * agree on exactly one terminal transition. Returns their runs.
+ * Ends the due results `from` names (a FROM clause ending in a WHERE condition): past their progress
+ * deadline or hard deadline. One whose request never reached its task server (its last attempt was
+ * refused, unresolvable, blocked…, and none was acknowledged) ends `unreachable` with that error, like any
+ * request that could not be delivered; any other (delivered, then quiet) `errored`. One conditional
+ * update, so a callback racing the deadline and this agree on exactly one terminal transition. Returns
+ * their runs.
  */
 const expireSql = (from: string): string => `with due as (
        -- Locked in id order (then their stages, by the trigger), so two passes over the same results never deadlock.
        select tr.id from ${from}
           and tr.status in ('pending', 'running') and (tr.progress_deadline < now() or tr.hard_deadline < now())
         order by tr.id for update of tr),
+     ending as (
+       select due.id, case when ${UNDELIVERED} then 'unreachable' else 'errored' end as status,
+              case when ${UNDELIVERED} then ${UNDELIVERED_MESSAGE}
+                   when tr.hard_deadline < now() then 'The run task ran longer than its maximum runtime.'
+                   else 'The run task sent no progress within its progress timeout.' end as message
+         from due join task_results tr on tr.id = due.id
+         left join lateral (select da.error_kind from delivery_attempts da where da.task_result_id = due.id
+                             order by da.attempt desc limit 1) last on true),
      expired as (
-       update task_results tr set status = 'errored',
-              message = case when tr.hard_deadline < now() then 'The run task ran longer than its maximum runtime.'
-                             else 'The run task sent no progress within its progress timeout.' end,
-              status_timestamps = tr.status_timestamps || jsonb_build_object('errored-at', ${DB_NOW_ISO}),
+       update task_results tr set status = ending.status, message = ending.message,
+              status_timestamps = tr.status_timestamps || jsonb_build_object(ending.status || '-at', ${DB_NOW_ISO}),
               version = tr.version + 1, updated_at = now()
-         from due where tr.id = due.id and tr.status in ('pending', 'running')
+         from ending where tr.id = ending.id and tr.status in ('pending', 'running')
         returning tr.task_stage_id)
      select distinct ts.run_id from expired e join task_stages ts on ts.id = e.task_stage_id`;
 

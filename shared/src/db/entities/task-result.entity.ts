@@ -76,6 +76,8 @@ const TaskResultSchema = defineEntity({
     hardDeadline: p.datetime().nullable(),
     attempts: p.integer().default(0),
     outcomesCount: p.integer().default(0),
+    // Bytes of the outcome bodies, capped with the count (OUTCOME_LIMITS) by the callback that adds them.
+    outcomesBytes: p.integer().default(0),
     version: p.integer().version(),
     createdAt: p.datetime().onCreate(() => new Date()),
     updatedAt: p

@@ -43,6 +43,8 @@ describe('loadConfig defaults (DESIGN §4a)', () => {
     ['rateLimitPerSecond', 30],
     ['authCacheTtlMs', 10000],
     ['dashboardReadOnly', true],
+    ['pagesSessionTtlSeconds', 28800],
+    ['pagesRefreshMs', 5000],
     ['workerHealthPort', 9100],
     ['shutdownDrainDelayMs', 1000],
     ['shutdownTimeoutMs', 25000],
@@ -79,6 +81,8 @@ describe('loadConfig defaults (DESIGN §4a)', () => {
         'rateLimitPerSecond',
         'authCacheTtlMs',
         'dashboardReadOnly',
+        'pagesSessionTtlSeconds',
+        'pagesRefreshMs',
         'workerHealthPort',
         'shutdownDrainDelayMs',
         'shutdownTimeoutMs',
@@ -128,6 +132,8 @@ describe('loadConfig values', () => {
     [{ AUTH_CACHE_TTL_SECONDS: '0' }, 'authCacheTtlMs', 0],
     [{ AUTH_CACHE_TTL_SECONDS: '2.5' }, 'authCacheTtlMs', 2500],
     [{ AUTH_CACHE_TTL_SECONDS: '3600' }, 'authCacheTtlMs', 3_600_000],
+    [{ PAGES_SESSION_TTL_SECONDS: '3600' }, 'pagesSessionTtlSeconds', 3600],
+    [{ PAGES_REFRESH_SECONDS: '1.5' }, 'pagesRefreshMs', 1500],
   ] as const)('%j → %s = %j', (env, key, expected) => {
     expect(loadConfig(env)[key]).toEqual(expected);
   });
@@ -213,6 +219,10 @@ describe('loadConfig: invalid values throw a ConfigError naming the variable', (
     ['AUTH_CACHE_TTL_SECONDS', '-1'],
     ['AUTH_CACHE_TTL_SECONDS', '3601'],
     ['AUTH_CACHE_TTL_SECONDS', 'a while'],
+    ['PAGES_SESSION_TTL_SECONDS', '59'],
+    ['PAGES_SESSION_TTL_SECONDS', '1.5'],
+    ['PAGES_REFRESH_SECONDS', '0.5'],
+    ['PAGES_REFRESH_SECONDS', 'often'],
   ])('%s=%j', (variable, value) => {
     expectInvalid({ [variable]: value }, variable);
   });

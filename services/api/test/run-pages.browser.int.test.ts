@@ -296,6 +296,20 @@ describe('the run pages in a browser', () => {
 
       await page.goto(`${h.baseUrl}/app/pages/workspaces/network/runs/${runId}`, { waitUntil: 'domcontentloaded' });
       await page.screenshot({ path: `${ROOT}test-results/run-page-dark.png`, fullPage: true });
+      // Usable with the keyboard: the first Tab reaches the skip link, which moves focus to the content,
+      // and the delivery attempts open with Enter.
+      await page.keyboard.press('Tab');
+      expect(await page.evaluate('document.activeElement.textContent')).toBe('Skip to content');
+      await page.keyboard.press('Enter');
+      expect(await page.evaluate('document.activeElement.id')).toBe('main');
+      const attempts = page.locator('details.attempts summary').first();
+      await attempts.focus();
+      await page.keyboard.press('Enter');
+      expect(await page.locator('details.attempts').first().getAttribute('open')).toBe('');
+      // On a phone's width nothing runs off the side of the page.
+      await page.setViewportSize({ width: 360, height: 740 });
+      expect(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth')).toBe(true);
+      await page.screenshot({ path: `${ROOT}test-results/run-page-narrow.png`, fullPage: true });
 
       const foreign = await page.goto(`${h.baseUrl}${foreignRunPath}`);
       const foreignPage = [foreign?.status(), await foreign?.text()];

@@ -82,7 +82,9 @@ function sendErrorPage(ctx: ApiContext, error: ApiError, session: PageSession | 
   });
 }
 
-async function servePage(ctx: ApiContext, limit: ((ctx: ApiContext, next: Next) => Promise<void>) | undefined): Promise<void> {
+type Limit = (ctx: ApiContext, next: Next) => Promise<void>;
+
+async function servePage(ctx: ApiContext, limit: Limit | undefined): Promise<void> {
   const segments = decodeSegments(ctx.path.replace(/^\/app\/?/, '').replace(/\/$/, ''));
   const found = segments && match(ctx.method, segments);
   const session = await currentSession(ctx);
@@ -129,10 +131,11 @@ async function receiveCspReport(ctx: ApiContext): Promise<void> {
   ctx.status = 204;
 }
 
-async function serveSession(ctx: ApiContext): Promise<void> {
+async function serveSession(ctx: ApiContext, limit: Limit | undefined): Promise<void> {
   try {
     if (ctx.path === SIGN_IN_PATH && (ctx.method === 'GET' || ctx.method === 'HEAD')) return await showSignIn(ctx);
-    if (ctx.path === SIGN_IN_PATH && ctx.method === 'POST') return await submitSignIn(ctx);
+    // Sign-in attempts count against the client's address, as unauthenticated API requests do.
+    if (ctx.path === SIGN_IN_PATH && ctx.method === 'POST') return await (limit ? limit(ctx, () => submitSignIn(ctx)) : submitSignIn(ctx));
     if (ctx.path === `${SIGN_IN_PATH}/sign-out` && ctx.method === 'POST') return await submitSignOut(ctx);
     throw notFound();
   } catch (thrown) {
@@ -151,7 +154,7 @@ export function pages(rateLimiter: RateLimiterAbstract | undefined) {
   return async (ctx: ApiContext, next: Next): Promise<void> => {
     const path = ctx.path;
     if (path === '/app' || path.startsWith('/app/')) return servePage(ctx, limit);
-    if (path === SIGN_IN_PATH || path.startsWith(`${SIGN_IN_PATH}/`)) return serveSession(ctx);
+    if (path === SIGN_IN_PATH || path.startsWith(`${SIGN_IN_PATH}/`)) return serveSession(ctx, limit);
     if (path.startsWith('/assets/') && (ctx.method === 'GET' || ctx.method === 'HEAD') && serveAsset(ctx)) return;
     if (path === CSP_REPORT_PATH && ctx.method === 'POST') return receiveCspReport(ctx);
     await next();

@@ -115,12 +115,12 @@ describe('the run pages in a browser', () => {
   let foreignRunPath: string;
 
   type Payload = RunTaskPayload & { stage: string; task_result_enforcement_level: string; run_app_url: string; workspace_app_url: string };
-  /** The first run's delivery for a stage and enforcement level (one task each: lint, scanner, costs). */
-  const deliveryOf = (stage: string, enforcement: string): Promise<Payload> =>
+  /** A run's delivery for a stage and enforcement level (one task each: lint, scanner, costs); the first run's unless told. */
+  const deliveryOf = (stage: string, enforcement: string, run = runId): Promise<Payload> =>
     eventually(async () => {
       const payloads = server.deliveries.map((delivery) => delivery.payload as Payload);
       return payloads.find(
-        (payload) => payload.run_id === runId && payload.stage === stage && payload.task_result_enforcement_level === enforcement,
+        (payload) => payload.run_id === run && payload.stage === stage && payload.task_result_enforcement_level === enforcement,
       );
     }, 20_000);
 
@@ -330,5 +330,61 @@ describe('the run pages in a browser', () => {
     const [{ count }] = await h.orm.em.fork().execute<{ count: string }[]>(`select count(*) from page_sessions`);
     // The first test's session stays (it never signed out); this one's is gone from the server.
     expect(Number(count)).toBe(1);
+  }, 60_000);
+
+  it("takes the README's picture of a run whose scanner found something", async () => {
+    const run = await createRun(h, owner.organizationToken, owner.workspaceId, { message: 'Add a NAT gateway to the private subnets' });
+    expect(
+      await callBackWith(await deliveryOf('pre_plan', 'mandatory', run), { status: 'passed', message: 'Formatting and naming rules met' }),
+    ).toBe(200);
+    const finding = (id: string, description: string, severity: [string, string], body: string) => ({
+      type: 'task-result-outcomes',
+      attributes: {
+        'outcome-id': id,
+        description,
+        body,
+        url: `https://scanner.example.com/rules/${id}`,
+        tags: { Status: [{ label: 'Failed', level: 'error' }], Severity: [{ label: severity[0], level: severity[1] }] },
+      },
+    });
+    const scanner = await deliveryOf('post_plan', 'mandatory', run);
+    const outcomes = [
+      finding(
+        'AWS-0104',
+        'Security group allows egress to 0.0.0.0/0',
+        ['High', 'error'],
+        '`aws_security_group.nat` allows all outbound traffic.\n\nRestrict `egress` to the CIDR blocks the subnets need. See [the rule](https://scanner.example.com/rules/AWS-0104).',
+      ),
+      finding(
+        'AWS-0178',
+        'VPC flow logs are not enabled',
+        ['Medium', 'warning'],
+        'Enable flow logs on `aws_vpc.main` to keep a record of traffic.',
+      ),
+    ];
+    expect(
+      await callBackWith(
+        scanner,
+        { status: 'failed', message: '2 findings: 1 high, 1 medium', url: 'https://scanner.example.com/scans/81' },
+        outcomes,
+      ),
+    ).toBe(200);
+    expect(
+      await callBackWith(await deliveryOf('post_plan', 'advisory', run), { status: 'passed', message: 'Estimated +$32.85/month' }),
+    ).toBe(200);
+
+    const context = await newContext();
+    const page = await context.newPage();
+    try {
+      await page.goto(`${h.baseUrl}/app/pages/workspaces/network/runs/${run}`, { waitUntil: 'domcontentloaded' });
+      await signIn(page, owner.organizationToken);
+      await page.getByRole('heading', { level: 3, name: /post plan awaiting override/i }).waitFor({ timeout: 15_000 });
+      expect(await page.locator('table.outcomes tbody th').allTextContents()).toEqual(['AWS-0104', 'AWS-0178']);
+      await page.getByText('Details of AWS-0104').click();
+      await page.screenshot({ path: `${ROOT}test-results/run-page-readme.png`, fullPage: true });
+      expect(await violations(page)).toEqual([]);
+    } finally {
+      await context.close();
+    }
   }, 60_000);
 });

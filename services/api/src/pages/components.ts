@@ -43,9 +43,13 @@ export function time(value: string | Date | null | undefined): SafeHtml | undefi
 }
 
 /** An outbound link when the URL is absolute http(s), else nothing. */
-export function outboundLink(url: string | null | undefined, label: string): SafeHtml | undefined {
+export function outboundLink(url: string | null | undefined, label: string, fullName?: string): SafeHtml | undefined {
   const href = safeHref(url);
-  return href ? html`<a href="${href}" rel="${OUTBOUND_REL}">${label}</a>` : undefined;
+  if (!href) return undefined;
+  // A short label ("More") says which link it is to a screen reader in its accessible name.
+  return fullName
+    ? html`<a href="${href}" rel="${OUTBOUND_REL}" aria-label="${fullName}">${label}</a>`
+    : html`<a href="${href}" rel="${OUTBOUND_REL}">${label}</a>`;
 }
 
 /** Previous/next links of a paginated list (page numbers as the API takes them). */

@@ -38,7 +38,7 @@ function outcomesTable(result: TaskResult, outcomes: readonly TaskResultOutcome[
     (outcome) =>
       html`<tr>
           <th scope="row">${outcome.outcomeId}</th>
-          <td>${outcome.description ?? ''} ${outboundLink(outcome.url, 'More')}</td>
+          <td>${outcome.description ?? ''} ${outboundLink(outcome.url, 'More', `More about ${outcome.outcomeId}`)}</td>
           <td class="tags">${tagsOf(outcome.tags)}</td>
         </tr>
         ${

@@ -337,6 +337,10 @@ describe('the run pages over HTTP', () => {
     expect((await get(`${runPath}/live`, owner.cookie, { 'if-none-match': etag })).status).toBe(304);
     await sql(`update task_results set message = 'changed', version = version + 1 where task_stage_id = ?`, [stageId]);
     expect((await get(`${runPath}/live`, owner.cookie, { 'if-none-match': etag })).status).toBe(200);
+    // Metrics name the page's pattern, not the names and ids in its path.
+    const metrics = await (await get('/metrics')).text();
+    expect(metrics).toContain('route="/app/:organization_name/workspaces/:workspace_name/runs/:run_id/live"');
+    expect(metrics).not.toContain(runId);
 
     const report = await fetch(`${h.baseUrl}/csp-report`, {
       method: 'POST',

@@ -95,6 +95,8 @@ async function servePage(ctx: ApiContext, limit: Limit | undefined): Promise<voi
       return ctx.redirect(ctx.method === 'GET' && /^[A-Za-z0-9/_-]*$/.test(ctx.path) ? `${SIGN_IN_PATH}?next=${ctx.path}` : SIGN_IN_PATH);
     }
     if (!found) throw notFound();
+    // The metrics and the request log name the route's pattern, never the names and ids in the path.
+    (ctx as { _matchedRoute?: string })._matchedRoute = `/app/${found.route.pattern}`.replace(/\/$/, '');
     ctx.params = found.params;
     ctx.state.principal = session.principal;
     const handle = (): Promise<void> => found.route.handler(ctx, session);

@@ -355,4 +355,24 @@ describe('the run pages over HTTP', () => {
       .filter((line) => line.msg === 'content security policy violation');
     expect(logged.map((line) => line.directive)).toEqual(['script-src-elem']);
   });
+
+  it('renders a bounded share of huge outcome bodies and leaves the rest to the API', async () => {
+    const owner = await signIn(f.organizationToken);
+    const [result] = await sql<{ id: string }>(`select id from task_results where task_stage_id = ?`, [stageId]);
+    // Twenty outcomes of 100,000 characters each, as a task server may send over a few callbacks.
+    await sql(
+      `insert into task_result_outcomes (id, task_result_id, outcome_id, description, body, url, tags, created_at)
+       select 'tro-big-' || n, ?, 'BIG-' || lpad(n::text, 2, '0'), 'large', repeat('word ', 20000), null, '{}', now() + n * interval '1 ms'
+         from generate_series(1, 20) n`,
+      [result?.id],
+    );
+    await sql(`update task_results set outcomes_count = 20 where id = ?`, [result?.id]);
+    const page = await (await get(runPath, owner.cookie)).text();
+    const shown = page.match(/<summary>Details of BIG-\d\d<\/summary>/g) ?? [];
+    const omitted = page.match(/are too long to show on this page/g) ?? [];
+    // Each body is read as 64 KiB and a character (to tell it was cut), and a page renders at most 1 MiB
+    // of them: 15 shown, 5 left out.
+    expect([shown.length, omitted.length]).toEqual([15, 5]);
+    expect(page.length).toBeLessThan(1_500_000);
+  });
 });

@@ -1,12 +1,60 @@
-import { DeliveryAttempt, RUN_STAGES, TaskResult, TaskResultOutcome, TaskStage, type Run } from '@runtasks/shared';
+import { DeliveryAttempt, RUN_STAGES, TaskResult, TaskStage, type Run } from '@runtasks/shared';
 import { createHash } from 'node:crypto';
-import type { ApiContext } from '../context.ts';
+import { poolOf, type ApiContext } from '../context.ts';
 import { canOverrideTasks, findRun } from '../routes/runs.routes.ts';
 import { mayOnWorkspace, pagePath } from './access.ts';
+import { MARKDOWN_MAX_CHARS } from './markdown.ts';
 
 /** Outcomes shown per run page at most; the rest stay readable through the API. */
 const MAX_OUTCOMES = 1000;
 const MAX_ATTEMPTS = 1000;
+/** Markdown rendered per page at most: past it, bodies are left for the API, so no server can make a page costly. */
+const MARKDOWN_BUDGET = 1024 * 1024;
+
+/** What the page shows of an outcome: its body cut to what is rendered, or left out once the page's budget is spent. */
+export interface OutcomeView {
+  id: string;
+  taskResultId: string;
+  outcomeId: string;
+  description: string | null;
+  url: string | null;
+  tags: unknown;
+  body: string | null;
+  bodyOmitted: boolean;
+}
+
+/** Bodies are cut in the query: a result's outcomes may carry megabytes, of which a page renders a little. */
+const OUTCOMES_SQL = `select id, task_result_id, outcome_id, description, url, tags, left(body, $2) as body
+   from task_result_outcomes where task_result_id = any($1::text[]) order by created_at, id limit $3`;
+
+async function outcomesOf(ctx: ApiContext, resultIds: readonly string[]): Promise<OutcomeView[]> {
+  const { rows } = await (
+    await poolOf(ctx)
+  ).query<{
+    id: string;
+    task_result_id: string;
+    outcome_id: string;
+    description: string | null;
+    url: string | null;
+    tags: unknown;
+    body: string | null;
+  }>(OUTCOMES_SQL, [resultIds, MARKDOWN_MAX_CHARS + 1, MAX_OUTCOMES]);
+  let budget = MARKDOWN_BUDGET;
+  return rows.map((row) => {
+    const fits = row.body !== null && row.body.length <= budget;
+    if (fits) budget -= row.body?.length ?? 0;
+    return {
+      id: row.id,
+      taskResultId: row.task_result_id,
+      outcomeId: row.outcome_id,
+      description: row.description,
+      url: row.url,
+      tags: row.tags,
+      body: fits ? row.body : null,
+      bodyOmitted: row.body !== null && !fits,
+    };
+  });
+}
 
 export interface RunPageData {
   run: Run;
@@ -16,7 +64,7 @@ export interface RunPageData {
   path: string;
   stages: TaskStage[];
   resultsByStage: Map<string, TaskResult[]>;
-  outcomesByResult: Map<string, TaskResultOutcome[]>;
+  outcomesByResult: Map<string, OutcomeView[]>;
   attemptsByResult: Map<string, DeliveryAttempt[]>;
   /** What the signed-in principal may do here, by the API's rules. */
   may: { runActions: boolean; override: boolean };
@@ -51,7 +99,7 @@ export async function loadRunPage(ctx: ApiContext, run: Run): Promise<RunPageDat
     resultIds.length === 0
       ? [[], []]
       : await Promise.all([
-          em.find(TaskResultOutcome, { taskResult: { $in: resultIds } }, { orderBy: { createdAt: 'asc', id: 'asc' }, limit: MAX_OUTCOMES }),
+          outcomesOf(ctx, resultIds),
           em.find(DeliveryAttempt, { taskResult: { $in: resultIds } }, { orderBy: { attempt: 'asc' }, limit: MAX_ATTEMPTS }),
         ]);
   const organizationName = ctx.params['organization_name'] ?? '';
@@ -62,7 +110,7 @@ export async function loadRunPage(ctx: ApiContext, run: Run): Promise<RunPageDat
     path: pagePath(organizationName, 'workspaces', run.workspace.name, 'runs', run.id),
     stages,
     resultsByStage: groupBy(results, (result) => result.taskStage.id),
-    outcomesByResult: groupBy(outcomes, (outcome) => outcome.taskResult.id),
+    outcomesByResult: groupBy(outcomes, (outcome) => outcome.taskResultId),
     attemptsByResult: groupBy(attempts, (attempt) => attempt.taskResult.id),
     may: {
       runActions: await mayOnWorkspace(ctx, 'runs:apply', run.workspace.id),

@@ -6,7 +6,6 @@ import {
   type DeliveryAttempt,
   type RunAction,
   type TaskResult,
-  type TaskResultOutcome,
   type TaskStage,
 } from '@runtasks/shared';
 import type { ApiContext } from '../context.ts';
@@ -14,7 +13,7 @@ import { outboundLink, statusBadge, tagBadge, time, words } from './components.t
 import { csrfTokenFor } from './csrf.ts';
 import { html, type SafeHtml } from './html.ts';
 import { renderMarkdown } from './markdown.ts';
-import type { RunPageData } from './run.data.ts';
+import type { OutcomeView, RunPageData } from './run.data.ts';
 import type { PageSession } from './session.ts';
 
 const ACTION_LABELS: Record<RunAction, string> = { apply: 'Confirm and apply', discard: 'Discard run', cancel: 'Cancel run' };
@@ -32,7 +31,24 @@ function tagsOf(tags: unknown): SafeHtml[] {
   );
 }
 
-function outcomesTable(result: TaskResult, outcomes: readonly TaskResultOutcome[]): SafeHtml | undefined {
+/** The row under an outcome with its Markdown body, folded away; or a note where the page's budget left it out. */
+function outcomeBody(outcome: OutcomeView): SafeHtml | undefined {
+  if (outcome.bodyOmitted)
+    return html`<tr class="outcome-body">
+      <td colspan="3" class="hint">The details of ${outcome.outcomeId} are too long to show on this page: read them through the API.</td>
+    </tr>`;
+  if (!outcome.body) return undefined;
+  return html`<tr class="outcome-body">
+    <td colspan="3">
+      <details id="outcome-${outcome.id}">
+        <summary>Details of ${outcome.outcomeId}</summary>
+        <div class="markdown">${renderMarkdown(outcome.body)}</div>
+      </details>
+    </td>
+  </tr>`;
+}
+
+function outcomesTable(result: TaskResult, outcomes: readonly OutcomeView[]): SafeHtml | undefined {
   if (outcomes.length === 0) return undefined;
   const rows = outcomes.map(
     (outcome) =>
@@ -41,18 +57,7 @@ function outcomesTable(result: TaskResult, outcomes: readonly TaskResultOutcome[
           <td>${outcome.description ?? ''} ${outboundLink(outcome.url, 'More', `More about ${outcome.outcomeId}`)}</td>
           <td class="tags">${tagsOf(outcome.tags)}</td>
         </tr>
-        ${
-          outcome.body
-            ? html`<tr class="outcome-body">
-                <td colspan="3">
-                  <details id="outcome-${outcome.id}">
-                    <summary>Details of ${outcome.outcomeId}</summary>
-                    <div class="markdown">${renderMarkdown(outcome.body)}</div>
-                  </details>
-                </td>
-              </tr>`
-            : undefined
-        }`,
+        ${outcomeBody(outcome)}`,
   );
   const more = result.outcomesCount - outcomes.length;
   return html`<div class="scroll">

@@ -288,6 +288,13 @@ describe('the run pages over HTTP', () => {
     expect(tooLong.status).toBe(422);
     expect(await tooLong.text()).toContain('at most 10000 characters');
     expect((await post(`${runPath}/actions`, owner.cookie, { csrf: owner.csrf, action: 'explode' })).status).toBe(422);
+    for (const stage of ['', '\u0000', 'ts-\u0000', 'x'.repeat(100), foreignRunPath]) {
+      expect({ stage, status: (await post(`${runPath}/override`, owner.cookie, { csrf: owner.csrf, stage })).status }).toEqual({
+        stage,
+        status: 404,
+      });
+    }
+    expect((await post(`${runPath}/override`, owner.cookie, { csrf: owner.csrf, stage: stageId, comment: 'nul \u0000' })).status).toBe(422);
     expect(await stageStatus()).toBe('awaiting_override');
 
     const overridden = await post(`${runPath}/override`, owner.cookie, { csrf: owner.csrf, stage: stageId, comment: 'accepted' });

@@ -61,7 +61,10 @@ export async function submitOverride(ctx: ApiContext, session: PageSession): Pro
   checkCsrf(ctx, session.id, form.get('csrf'));
   parseWith(overrideSchema, { comment: commentOf(form) });
   const run = await findPageRun(ctx);
-  const stage = await findStage(ctx, form.get('stage') ?? '');
+  // An id is letters, digits and dashes: anything else (a NUL, which PostgreSQL refuses in text) names no stage.
+  const stageId = form.get('stage') ?? '';
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(stageId)) throw notFound();
+  const stage = await findStage(ctx, stageId);
   if (stage.run.id !== run.id || !canOverrideTasks(ctx.state.principal, stage.run.organization.id)) throw notFound();
   await overrideTaskStage(ctx.state.em, stage);
   ctx.status = 303;

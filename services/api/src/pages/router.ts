@@ -87,8 +87,9 @@ type Limit = (ctx: ApiContext, next: Next) => Promise<void>;
 async function servePage(ctx: ApiContext, limit: Limit | undefined): Promise<void> {
   const segments = decodeSegments(ctx.path.replace(/^\/app\/?/, '').replace(/\/$/, ''));
   const found = segments && match(ctx.method, segments);
-  const session = await currentSession(ctx);
+  let session: PageSession | undefined;
   try {
+    session = await currentSession(ctx);
     if (!session) {
       if (found?.route.fragment) throw new ApiError(401, 'unauthorized', 'Sign in again.');
       ctx.status = 303;
@@ -99,7 +100,8 @@ async function servePage(ctx: ApiContext, limit: Limit | undefined): Promise<voi
     (ctx as { _matchedRoute?: string })._matchedRoute = `/app/${found.route.pattern}`.replace(/\/$/, '');
     ctx.params = found.params;
     ctx.state.principal = session.principal;
-    const handle = (): Promise<void> => found.route.handler(ctx, session);
+    const signedIn = session;
+    const handle = (): Promise<void> => found.route.handler(ctx, signedIn);
     await (limit ? limit(ctx, handle) : handle());
   } catch (thrown) {
     const error = toApiError(thrown);
@@ -158,7 +160,8 @@ export function pages(rateLimiter: RateLimiterAbstract | undefined) {
     if (path === '/app' || path.startsWith('/app/')) return servePage(ctx, limit);
     if (path === SIGN_IN_PATH || path.startsWith(`${SIGN_IN_PATH}/`)) return serveSession(ctx, limit);
     if (path.startsWith('/assets/') && (ctx.method === 'GET' || ctx.method === 'HEAD') && serveAsset(ctx)) return;
-    if (path === CSP_REPORT_PATH && ctx.method === 'POST') return receiveCspReport(ctx);
+    // Anyone may report, so reports count against the sender's address: they cannot flood the log.
+    if (path === CSP_REPORT_PATH && ctx.method === 'POST') return limit ? limit(ctx, () => receiveCspReport(ctx)) : receiveCspReport(ctx);
     await next();
   };
 }

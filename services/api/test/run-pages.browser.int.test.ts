@@ -293,6 +293,7 @@ describe('the run pages in a browser', () => {
       expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('network');
       expect(await page.getByRole('link', { name: runId }).getAttribute('href')).toBe(`/app/pages/workspaces/network/runs/${runId}`);
       expect(await page.getByRole('row', { name: /scanner/ }).textContent()).toMatch(/post plan\s*mandatory/);
+      await page.screenshot({ path: `${ROOT}test-results/workspace-page.png`, fullPage: true });
 
       await page.goto(`${h.baseUrl}/app/pages/workspaces/network/runs/${runId}`, { waitUntil: 'domcontentloaded' });
       await page.screenshot({ path: `${ROOT}test-results/run-page-dark.png`, fullPage: true });
@@ -323,6 +324,7 @@ describe('the run pages in a browser', () => {
       expect(new URL(page.url()).pathname).toBe('/session');
       await page.goto(workspaceUrl, { waitUntil: 'domcontentloaded' });
       expect(new URL(page.url()).pathname).toBe('/session');
+      await page.screenshot({ path: `${ROOT}test-results/sign-in-page.png` });
       expect(await violations(page)).toEqual([]);
     } finally {
       await context.close();

@@ -198,6 +198,11 @@ describe('the run pages in a browser', () => {
       expect(await callBackWith(lint, { status: 'passed', message: 'No lint findings' })).toBe(200);
       await page.getByRole('heading', { level: 3, name: /pre plan passed/i }).waitFor({ timeout: 15_000 });
 
+      // A keyboard user opens lint's delivery attempts: the updates below keep them open and keep the focus there.
+      const lintAttempts = page.locator(`#attempts-${lint.task_result_id} > summary`);
+      await lintAttempts.focus();
+      await page.keyboard.press('Enter');
+
       const scanner = await deliveryOf('post_plan', 'mandatory');
       const costs = await deliveryOf('post_plan', 'advisory');
       expect(
@@ -216,6 +221,8 @@ describe('the run pages in a browser', () => {
       ).toBe(200);
       await page.getByRole('heading', { level: 3, name: /post plan awaiting override/i }).waitFor({ timeout: 15_000 });
       expect(await page.evaluate('window.__sameDocument')).toBe(true);
+      expect(await page.locator(`#attempts-${lint.task_result_id}`).getAttribute('open')).toBe('');
+      expect(await page.evaluate('document.activeElement.parentElement.id')).toBe(`attempts-${lint.task_result_id}`);
 
       // Each stage, result and outcome, as the API has them.
       const results = page.locator('article.result');

@@ -17,9 +17,20 @@
     (current.contains(document.activeElement) && document.activeElement.matches('textarea, input, button, select')) ||
     [...current.querySelectorAll('textarea')].some((field) => field.value.trim() !== '');
 
+  // Where keyboard focus is inside the live part, as a selector that finds the same place in its next version.
+  function focusedPlace() {
+    const active = document.activeElement;
+    if (!active || !current.contains(active)) return undefined;
+    if (active.matches('summary') && active.parentElement.id) return `#${CSS.escape(active.parentElement.id)} > summary`;
+    if (active.id) return `#${CSS.escape(active.id)}`;
+    if (active.matches('a[href]')) return `a[href="${CSS.escape(active.getAttribute('href'))}"]`;
+    return undefined;
+  }
+
   function swap(text) {
     const next = new DOMParser().parseFromString(text, 'text/html').getElementById('run-live');
     if (!next) return;
+    const place = focusedPlace();
     // <details> a person opened stay open.
     for (const details of current.querySelectorAll('details[open][id]'))
       next.querySelector(`#${CSS.escape(details.id)}`)?.setAttribute('open', '');
@@ -27,6 +38,8 @@
     current.replaceWith(adopted);
     if (announcer && adopted.dataset.status !== current.dataset.status) announcer.textContent = `Run status: ${adopted.dataset.status}`;
     current = adopted;
+    // Focus stays where it was, so a keyboard user is not thrown back to the top of the page.
+    if (place) current.querySelector(place)?.focus();
   }
 
   async function refresh() {

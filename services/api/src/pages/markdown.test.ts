@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { html, trusted } from './html.ts';
+import { html, SafeHtml } from './html.ts';
 import { safeHref } from './links.ts';
 import { MARKDOWN_MAX_CHARS, renderMarkdown } from './markdown.ts';
 
@@ -10,7 +10,7 @@ describe('html', () => {
     ["it's & co", '<p>it&#39;s &amp; co</p>'],
     [42, '<p>42</p>'],
     [null, '<p></p>'],
-    [['<a>', trusted('<b>kept</b>')], '<p>&lt;a&gt;<b>kept</b></p>'],
+    [['<a>', new SafeHtml('<b>kept</b>')], '<p>&lt;a&gt;<b>kept</b></p>'],
   ])('escapes %j unless it is markup already', (value, expected) => {
     expect(html`<p>${value}</p>`.value).toBe(expected);
   });

@@ -1,6 +1,6 @@
 import { Marked } from 'marked';
 import sanitizeHtml from 'sanitize-html';
-import { SafeHtml } from './html.ts';
+import { escapeHtml, SafeHtml } from './html.ts';
 import { OUTBOUND_REL, safeHref } from './links.ts';
 
 /** Bodies longer than this are cut before rendering: a page stays cheap to build whatever a server sends. */
@@ -9,11 +9,7 @@ export const MARKDOWN_MAX_CHARS = 64 * 1024;
 // GitHub-flavoured Markdown; raw HTML in the source is escaped by the renderer's own `html` hook
 // below, then the sanitizer keeps only the listed tags, so HTML never passes either way.
 const marked = new Marked({ gfm: true, breaks: false, async: false });
-marked.use({ renderer: { html: ({ text }) => escapeText(text) } });
-
-function escapeText(text: string): string {
-  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
-}
+marked.use({ renderer: { html: ({ text }) => escapeHtml(text) } });
 
 const SANITIZE: sanitizeHtml.IOptions = {
   allowedTags: [

@@ -43,6 +43,8 @@ describe('loadConfig defaults', () => {
     ['rateLimitPerSecond', 30],
     ['authCacheTtlMs', 10000],
     ['dashboardReadOnly', true],
+    ['pagesSessionTtlSeconds', 28800],
+    ['pagesRefreshMs', 5000],
     ['workerHealthPort', 9100],
     ['shutdownDrainDelayMs', 1000],
     ['shutdownTimeoutMs', 25000],
@@ -84,6 +86,8 @@ describe('loadConfig defaults', () => {
         'rateLimitPerSecond',
         'authCacheTtlMs',
         'dashboardReadOnly',
+        'pagesSessionTtlSeconds',
+        'pagesRefreshMs',
         'workerHealthPort',
         'shutdownDrainDelayMs',
         'shutdownTimeoutMs',
@@ -154,6 +158,8 @@ describe('loadConfig values', () => {
     [{ AUTH_FAILURES_PER_MINUTE: '100' }, 'authFailuresPerMinute', 100],
     [{ TRUST_PROXY: 'true' }, 'trustProxy', true],
     [{ STARTUP_TIMEOUT_SECONDS: '2.5' }, 'startupTimeoutMs', 2500],
+    [{ PAGES_SESSION_TTL_SECONDS: '3600' }, 'pagesSessionTtlSeconds', 3600],
+    [{ PAGES_REFRESH_SECONDS: '1.5' }, 'pagesRefreshMs', 1500],
   ] as const)('%j → %s = %j', (env, key, expected) => {
     expect(loadConfig(env)[key]).toEqual(expected);
   });
@@ -246,6 +252,10 @@ describe('loadConfig: invalid values throw a ConfigError naming the variable', (
     ['AUTH_FAILURES_PER_MINUTE', '-1'],
     ['AUTH_FAILURES_PER_MINUTE', '2.5'],
     ['TRUST_PROXY', 'maybe'],
+    ['PAGES_SESSION_TTL_SECONDS', '59'],
+    ['PAGES_SESSION_TTL_SECONDS', '1.5'],
+    ['PAGES_REFRESH_SECONDS', '0.5'],
+    ['PAGES_REFRESH_SECONDS', 'often'],
   ])('%s=%j', (variable, value) => {
     expectInvalid({ [variable]: value }, variable);
   });

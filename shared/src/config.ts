@@ -50,6 +50,10 @@ export const ConfigSchema = z
     // (LISTEN/NOTIFY, checked by a heartbeat); this bounds an entry's life besides.
     AUTH_CACHE_TTL_SECONDS: z.coerce.number().min(0).max(3600).default(10),
     DASHBOARD_READ_ONLY: z.stringbool().default(true),
+    // The run pages: how long a browser stays signed in (never past its token), and how often an open
+    // run page asks for news while the run moves.
+    PAGES_SESSION_TTL_SECONDS: z.coerce.number().int().min(60).max(2_592_000).default(28_800),
+    PAGES_REFRESH_SECONDS: z.coerce.number().min(1).max(300).default(5),
     WORKER_HEALTH_PORT: z.coerce.number().int().min(0).max(65535).default(9100),
     SHUTDOWN_DRAIN_DELAY_MS: z.coerce.number().int().min(0).default(1000),
     SHUTDOWN_TIMEOUT_MS: positiveInt.default(25_000),
@@ -101,6 +105,8 @@ export const ConfigSchema = z
     rateLimitPerSecond: env.RATE_LIMIT_PER_SECOND,
     authCacheTtlMs: Math.round(env.AUTH_CACHE_TTL_SECONDS * 1000),
     dashboardReadOnly: env.DASHBOARD_READ_ONLY,
+    pagesSessionTtlSeconds: env.PAGES_SESSION_TTL_SECONDS,
+    pagesRefreshMs: Math.round(env.PAGES_REFRESH_SECONDS * 1000),
     workerHealthPort: env.WORKER_HEALTH_PORT,
     shutdownDrainDelayMs: env.SHUTDOWN_DRAIN_DELAY_MS,
     shutdownTimeoutMs: env.SHUTDOWN_TIMEOUT_MS,

@@ -6,6 +6,7 @@ import { checkReadiness, Metrics } from '@runtasks/shared';
 import { rateLimit } from './ops/rate-limit.ts';
 import { buildOpenApiDocument } from './openapi/document.ts';
 import { serveReference } from './openapi/reference-page.ts';
+import { pages } from './pages/router.ts';
 import { authenticate, authenticateCallback, authenticateTokenOrTask } from './auth/authenticate.ts';
 import { RequestState, type ApiContext, type ApiContextExtras, type ApiDeps, type ApiOps, type ApiState } from './context.ts';
 import { jsonBodyParser, requireJsonContentType } from './http/body.ts';
@@ -142,6 +143,8 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
       return next();
     }
   });
+  // The run pages for people (/app, /session) answer HTML of their own, errors included.
+  app.use(pages(ops.rateLimiter));
   if (ops.dashboard) app.use(ops.dashboard);
   app.use(async (ctx, next) => {
     await next();

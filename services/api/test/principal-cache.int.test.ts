@@ -259,7 +259,8 @@ describe('principal notifications: which changes tell the API processes to forge
     ['a team deleted', 1, `delete from teams`],
     ['a token deleted', 1, `delete from api_tokens where kind = 'organization'`],
     ['an organization deleted (its tokens and teams cascade)', 1, `delete from organizations`],
-    ['the tokens table truncated', 1, `truncate api_tokens`],
+    // Cascading to the run pages' sessions, which belong to their tokens.
+    ['the tokens table truncated', 1, `truncate api_tokens cascade`],
   ])('%s: %i notification(s)', async (_, expected, statement) => {
     // Rows for every statement to act on: a fresh organization, token and team each time.
     await seedOrganization(h, `notify-${Math.random().toString(36).slice(2, 8)}`);

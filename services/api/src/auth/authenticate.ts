@@ -15,7 +15,7 @@ import { poolOf, type ApiContext } from '../context.ts';
 import type { Principal } from './principal.ts';
 import type { KnownToken } from './principal-memo.ts';
 
-interface TokenRow {
+export interface TokenRow {
   id: string;
   kind: 'admin' | 'organization' | 'team';
   organization_id: string | null;
@@ -38,7 +38,7 @@ export function bearerToken(header: string | undefined): string | undefined {
   return match?.[1];
 }
 
-function toPrincipal(row: TokenRow): Principal | undefined {
+export function toPrincipal(row: TokenRow): Principal | undefined {
   if (row.kind === 'admin') return { kind: 'admin', tokenId: row.id };
   if (row.kind === 'organization' && row.organization_id)
     return { kind: 'organization', tokenId: row.id, organizationId: row.organization_id };
@@ -67,7 +67,7 @@ const TOKEN_PRINCIPAL = prepared(
 const TOKEN_USED = prepared('token-used', 'update api_tokens set last_used_at = now() where id = $1');
 
 /** The token's principal from the database, or nothing when the token is unknown, revoked or expired. */
-async function lookUpToken(pool: Queryable, tokenHash: string): Promise<KnownToken | undefined> {
+export async function lookUpToken(pool: Queryable, tokenHash: string): Promise<KnownToken | undefined> {
   const [row] = await runPrepared<TokenRow>(pool, TOKEN_PRINCIPAL, [tokenHash]);
   const principal = row && toPrincipal(row);
   return (

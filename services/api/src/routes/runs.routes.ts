@@ -90,7 +90,7 @@ const createSchema = resourceDocument(
 );
 
 // Not a union with z.undefined(): a union reports any failure at the document root, losing the pointer.
-const actionSchema = z.object({ comment: safeText(10_000).nullable().optional() }).optional();
+export const actionSchema = z.object({ comment: safeText(10_000).nullable().optional() }).optional();
 
 /** Runs are found through their workspace's scope, in the same query. */
 export async function findRun(ctx: ApiContext, need: WorkspaceNeed, where: FilterQuery<Run>): Promise<Run> {

@@ -1,16 +1,5 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import {
-  conflict,
-  DB_NOW_ISO,
-  JOBS,
-  notFound,
-  prepared,
-  recordOutboxEvent,
-  runPrepared,
-  RUN_STAGES,
-  TaskResult,
-  TaskStage,
-} from '@runtasks/shared';
+import { notFound, prepared, runPrepared, RUN_STAGES, TaskResult, TaskStage } from '@runtasks/shared';
 import { z } from 'zod';
 import { readableWorkspaceParams, readableWorkspaceSql, RUN_ROW, workspaceScope } from '../auth/scopes.ts';
 import { poolOf, type ApiContext } from '../context.ts';
@@ -25,19 +14,21 @@ import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { canOverrideTasks, findRun } from './runs.routes.ts';
 import { safeText } from './schemas.ts';
+import { overrideTaskStage } from '../services/task-stage.service.ts';
 
 const INCLUDES = ['run', 'run.workspace', 'task_results', 'policy_evaluations'] as const;
 type Include = (typeof INCLUDES)[number];
 
 /** go-tfe sends plain JSON here, not a JSON:API document: `{}` or `{"comment": "…"}`. */
-const overrideSchema = z.object({ comment: safeText(10_000).nullable().optional() }).optional();
+export const overrideSchema = z.object({ comment: safeText(10_000).nullable().optional() }).optional();
 
 const stageOrder = (stage: TaskStage): number => RUN_STAGES.indexOf(stage.stage);
 
-async function findStage(ctx: ApiContext): Promise<TaskStage> {
+/** A stage the caller may read (its run's workspace scope in the same query), with its run, workspace and organization. */
+export async function findStage(ctx: ApiContext, id = ctx.params['task_stage_id'] ?? ''): Promise<TaskStage> {
   const scope = workspaceScope(ctx.state.principal, 'runs:read');
   if (!scope) throw notFound();
-  const where = { id: ctx.params['task_stage_id'] ?? '', run: { workspace: scope } } as FilterQuery<TaskStage>;
+  const where = { id, run: { workspace: scope } } as FilterQuery<TaskStage>;
   return orNotFound(await ctx.state.em.findOne(TaskStage, where, { populate: ['run', 'run.workspace', 'run.organization'] }));
 }
 
@@ -136,23 +127,7 @@ async function override(ctx: ApiContext): Promise<void> {
   parseWith(overrideSchema, ctx.request.body);
   const stage = await findStage(ctx);
   if (!canOverrideTasks(ctx.state.principal, stage.run.organization.id)) throw notFound();
-  // One conditional update: of two concurrent overrides exactly one wins, the other gets 409. The
-  // workers are woken through the outbox in the same transaction, to pass the stage and go on.
-  // The response shows the stage as the override left it: once committed, a worker may move it on
-  // (pass it) before the response is written, so it is not read again afterwards.
-  const overridden = await ctx.state.em.transactional(async (tx) => {
-    const [row] = await tx.execute<TaskStageRow[]>(
-      // Timestamps are set once: the stage's running-at is when it first ran, and stays.
-      `update task_stages set status = 'running', status_timestamps = jsonb_build_object('running-at', ${DB_NOW_ISO}) || status_timestamps,
-              version = version + 1, updated_at = now()
-        where id = ? and status = 'awaiting_override'
-        returning id, run_id, stage, status, status_timestamps, created_at, updated_at`,
-      [stage.id],
-    );
-    if (!row) throw conflict(`A task stage that is ${stage.status} cannot be overridden.`, 'transition not allowed');
-    await recordOutboxEvent(tx, JOBS.runAdvance, stage.run.id);
-    return row;
-  });
+  const overridden = await overrideTaskStage(ctx.state.em, stage);
   const results = await resultsOf(ctx, [stage.id]);
   const permissions = { canOverrideTasks: canOverrideTasks(ctx.state.principal, stage.run.organization.id) };
   const data = serializeTaskStage(

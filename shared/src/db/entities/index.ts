@@ -3,6 +3,7 @@ import { ConfigurationVersion } from './configuration-version.entity.ts';
 import { DeliveryAttempt } from './delivery-attempt.entity.ts';
 import { Organization } from './organization.entity.ts';
 import { OutboxEvent } from './outbox-event.entity.ts';
+import { PageSession } from './page-session.entity.ts';
 import { RunTask } from './run-task.entity.ts';
 import { Run } from './run.entity.ts';
 import { TaskResultOutcome } from './task-result-outcome.entity.ts';
@@ -19,6 +20,7 @@ export {
   DeliveryAttempt,
   Organization,
   OutboxEvent,
+  PageSession,
   Run,
   RunTask,
   TaskResult,
@@ -47,4 +49,5 @@ export const ENTITIES = [
   DeliveryAttempt,
   OutboxEvent,
   ConfigurationVersion,
+  PageSession,
 ];

@@ -16,6 +16,7 @@ import { Migration20261125120000StageCountReturning } from './Migration202611251
 import { Migration20261125170000RunStagesPlanned } from './Migration20261125170000RunStagesPlanned.ts';
 import { Migration20261126200000OutcomeBytes } from './Migration20261126200000OutcomeBytes.ts';
 import { Migration20261126300000TokenCreatedNotify } from './Migration20261126300000TokenCreatedNotify.ts';
+import { Migration20261126400000PageSessions } from './Migration20261126400000PageSessions.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
 export const MIGRATIONS: MigrationObject[] = [
@@ -36,4 +37,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261125170000RunStagesPlanned', class: Migration20261125170000RunStagesPlanned },
   { name: 'Migration20261126200000OutcomeBytes', class: Migration20261126200000OutcomeBytes },
   { name: 'Migration20261126300000TokenCreatedNotify', class: Migration20261126300000TokenCreatedNotify },
+  { name: 'Migration20261126400000PageSessions', class: Migration20261126400000PageSessions },
 ];

@@ -224,6 +224,23 @@ describe('local execution: runs that wait for their pipeline to report plan and 
     expect(await stored(remote)).toEqual(remoteBefore);
   });
 
+  it('of reports racing for one run, exactly one is taken; the others are 409s', async () => {
+    const runId = await createRun(h, f.organizationToken, localWorkspaceId);
+    await waitFor(runId, 'planning');
+    const answers = await Promise.all([
+      putPlan(`/runs/${runId}/plan/json-output`, JSON.stringify(CHANGING_PLAN)),
+      putPlan(`/runs/${runId}/plan/json-output`, JSON.stringify(NO_CHANGE_PLAN)),
+      api(h, 'post', `/runs/${runId}/plan/actions/error`, f.organizationToken, { message: 'racing' }),
+    ]);
+    const statuses = answers.map((answer) => answer.status);
+    expect(statuses.filter((status) => status === 200)).toHaveLength(1);
+    expect(statuses.filter((status) => status === 409)).toHaveLength(2);
+    const winner = answers.findIndex((answer) => answer.status === 200);
+    const row = await stored(runId);
+    expect(row?.['status']).toBe(winner === 2 ? 'errored' : 'planned');
+    expect(row?.['has_changes']).toBe(winner === 0);
+  });
+
   it('refuses a plan that is not JSON (400), not a plan (422 at its pointer), too large (413) or not application/json (415), changing nothing', async () => {
     const runId = await createRun(h, f.organizationToken, localWorkspaceId);
     await waitFor(runId, 'planning');

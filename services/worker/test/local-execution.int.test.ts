@@ -142,6 +142,9 @@ describe('local execution: runs that wait for their pipeline to report plan and 
     expect((await api(h, 'get', `/runs/${runId}/apply`, f.organizationToken)).body.data.attributes.status).toBe('running');
     expect((await run(runId)).data.attributes.status).toBe('applying');
 
+    // A token that may plan but not apply cannot report the apply.
+    expectNotFound(await api(h, 'post', `/applies/${applyId}/actions/finish`, plannerToken));
+    expect((await run(runId)).data.attributes.status).toBe('applying');
     const applied = await api(h, 'post', `/applies/${applyId}/actions/finish`, f.organizationToken);
     expect(applied.status).toBe(200);
     expect(applied.body.data).toMatchObject({ id: applyId, type: 'applies', attributes: { status: 'finished', ...CHANGING_PLAN_COUNTS } });

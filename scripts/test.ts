@@ -1,8 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { createConnection } from 'node:net';
-import { ConfigError } from '../shared/src/config.ts';
-import { EmbeddedError } from '../shared/src/embedded/index.ts';
+import { ConfigError, EmbeddedError } from '@runtasks/shared';
 import { startOwnServices } from './lib/own-services.ts';
 
 /**

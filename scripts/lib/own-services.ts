@@ -1,6 +1,5 @@
 import { join } from 'node:path';
-import { loadConfig } from '../../shared/src/config.ts';
-import { startEmbeddedServices, type EmbeddedServices } from '../../shared/src/embedded/index.ts';
+import { loadConfig, startEmbeddedServices, type EmbeddedServices } from '@runtasks/shared';
 
 /**
  * The PostgreSQL and Redis of `npm test` and `npm run demo` on a machine with only Node: for a URL

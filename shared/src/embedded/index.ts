@@ -4,7 +4,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from './postgres.ts';
 import { answers, EmbeddedError } from './processes.ts';
 import { findRedisServer, REDIS_INSTALL_HINT, startPrivateRedis, type PrivateRedis } from './redis.ts';
 
-export { EmbeddedError } from './processes.ts';
+export { EmbeddedError, isRunning } from './processes.ts';
 
 /**
  * The one-machine start (`npm start`, `npm run demo`, `npm test`): for a URL left unset, a PostgreSQL

@@ -235,7 +235,7 @@ describe("the sweeper's queries", () => {
   const connection = inRolledBackTransaction('plans-sweeper', async (client, runId) => {
     await client.query(
       `insert into runs
-       select (jsonb_populate_record(null::runs, to_jsonb(r) || jsonb_build_object('id', 'run-done-' || n, 'plan_id', 'plan-done-' || n, 'status', 'applied'))).*
+       select (jsonb_populate_record(null::runs, to_jsonb(r) || jsonb_build_object('id', 'run-done-' || n, 'plan_id', 'plan-done-' || n, 'apply_id', 'apply-done-' || n, 'status', 'applied'))).*
          from runs r cross join generate_series(1, 3000) n where r.id = $1`,
       [runId],
     );

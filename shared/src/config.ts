@@ -36,6 +36,10 @@ export const ConfigSchema = z
       .default('5,30,120'),
     CONFIGURATION_VERSION_MAX_BYTES: positiveInt.default(50 * 1024 * 1024),
     CONFIGURATION_UPLOAD_URL_TTL_SECONDS: positiveInt.default(3600),
+    // The largest plan JSON a pipeline may report for a local run.
+    PLAN_JSON_MAX_BYTES: positiveInt.default(50 * 1024 * 1024),
+    // How long a local run waits at planning or applying for its pipeline's report before it ends errored.
+    LOCAL_EXECUTION_TIMEOUT_SECONDS: positiveInt.default(3600),
     RATE_LIMIT_PER_SECOND: z.coerce.number().int().min(0).default(30),
     // How long an API process may remember a token's principal (0: never). Changes are heard at once
     // (LISTEN/NOTIFY, checked by a heartbeat); this bounds an entry's life besides.
@@ -71,6 +75,8 @@ export const ConfigSchema = z
     taskRetryDelaysMs: env.TASK_RETRY_DELAYS_SECONDS.split(',').map((seconds) => Math.round(Number(seconds) * 1000)),
     configurationVersionMaxBytes: env.CONFIGURATION_VERSION_MAX_BYTES,
     configurationUploadUrlTtlSeconds: env.CONFIGURATION_UPLOAD_URL_TTL_SECONDS,
+    planJsonMaxBytes: env.PLAN_JSON_MAX_BYTES,
+    localExecutionTimeoutSeconds: env.LOCAL_EXECUTION_TIMEOUT_SECONDS,
     rateLimitPerSecond: env.RATE_LIMIT_PER_SECOND,
     authCacheTtlMs: Math.round(env.AUTH_CACHE_TTL_SECONDS * 1000),
     dashboardReadOnly: env.DASHBOARD_READ_ONLY,

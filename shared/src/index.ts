@@ -23,6 +23,8 @@ export * from './outbound/task-client.ts';
 export * from './outbound/retry-after.ts';
 export * from './outbound/payload.ts';
 export * from './domain/lifecycle.ts';
+export * from './domain/executions.ts';
+export * from './domain/plan-summary.ts';
 export * from './db/outbox.ts';
 export * from './db/prepared.ts';
 export * from './db/plan-run.ts';

@@ -94,6 +94,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     ...resultDeadlines(deps.config),
     attemptLeaseSeconds: ATTEMPT_LEASE_MS / 1000,
     issueToken: (resultId: string) => issueCallbackToken(deps.secrets, resultId),
+    localExecutionTimeoutSeconds: deps.config.localExecutionTimeoutSeconds,
   };
   const metrics = deps.metrics ?? new Metrics();
   // The advances' statements, planned generically and by index (see genericIndexPool). Each holds a
@@ -178,6 +179,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
       } = await sweep(deps.orm.em.fork(), graceSeconds, {
         idleCursor,
         maxAttempts: deps.config.taskRetryDelaysMs.length + 1,
+        localExecutionTimeoutSeconds: deps.config.localExecutionTimeoutSeconds,
       });
       idleCursor = next;
       await Promise.all([...runIds.map(enqueueAdvance), ...resultIds.map(({ id, attempt }) => redriveDispatch(id, attempt))]);

@@ -1,4 +1,4 @@
-import type { EnforcementLevel, RunStage, RunStatus, TaskResultStatus, TaskStageStatus } from './statuses.ts';
+import type { EnforcementLevel, ExecutionMode, RunStage, RunStatus, TaskResultStatus, TaskStageStatus } from './statuses.ts';
 
 export const FINAL_RESULT_STATUSES: ReadonlySet<TaskResultStatus> = new Set(['passed', 'failed', 'errored', 'canceled', 'unreachable']);
 export const FINAL_STAGE_STATUSES: ReadonlySet<TaskStageStatus> = new Set(['passed', 'failed', 'errored', 'canceled', 'unreachable']);
@@ -40,6 +40,12 @@ export interface RunSnapshot {
   autoApply: boolean;
   /** The organization holds blocking stages for an override instead of stopping the run. */
   overridesEnabled: boolean;
+  /** `local`: the pipeline reports plan and apply, and the run waits for each (default `remote`: the built-in executor). */
+  executionMode?: ExecutionMode;
+  /** A reported plan changes something (read once the plan is reported; a local plan without changes ends the run). */
+  hasChanges?: boolean;
+  /** A local run has waited for its pipeline's report longer than the local execution timeout. */
+  reportOverdue?: boolean;
 }
 
 export interface StageSnapshot {
@@ -58,7 +64,9 @@ export type RunStep =
   | { kind: 'start-stage'; stage: RunStage; runStatus: RunStatus }
   | { kind: 'finish-stage'; stage: RunStage; stageStatus: TaskStageStatus; runStatus: RunStatus; warning: boolean }
   | { kind: 'plan' }
-  | { kind: 'apply' };
+  | { kind: 'apply' }
+  /** A local run's pipeline did not report its plan or apply in time: the run ends errored. */
+  | { kind: 'report-overdue'; awaited: 'planning' | 'applying' };
 
 const RUNNING: Record<RunStage, RunStatus> = {
   pre_plan: 'pre_plan_running',
@@ -84,9 +92,13 @@ function stageOf(status: RunStatus, table: Partial<Record<RunStage, RunStatus>>)
   return (Object.keys(table) as RunStage[]).find((stage) => table[stage] === status);
 }
 
-/** After planning (and post_plan): plan-only runs finish, auto-apply confirms, the rest wait for a person. */
+/**
+ * After planning (and post_plan): plan-only runs finish, auto-apply confirms, the rest wait for a person.
+ * A reported plan without changes finishes the run too, as HCP ends a plan with nothing to apply
+ * (`planned_and_finished`); its post_plan tasks have run first, as they do for every plan.
+ */
 function afterPlan(run: RunSnapshot): RunStep {
-  if (run.planOnly) return { kind: 'set-run', status: 'planned_and_finished' };
+  if (run.planOnly || noChanges(run)) return { kind: 'set-run', status: 'planned_and_finished' };
   if (run.autoApply) return { kind: 'set-run', status: 'confirmed' };
   return WAIT;
 }
@@ -103,6 +115,15 @@ function after(stage: RunStage, run: RunSnapshot): RunStep {
     case 'post_apply':
       return WAIT;
   }
+}
+
+/** A local run's reported plan changes nothing (the built-in executor's plans always go on to apply, as they did before plans were reported). */
+const noChanges = (run: RunSnapshot): boolean => run.executionMode === 'local' && run.hasChanges === false;
+
+/** Planning or applying: the built-in executor does it now; a local run waits for its pipeline's report, until the timeout. */
+function execute(awaited: 'planning' | 'applying', run: RunSnapshot): RunStep {
+  if (run.executionMode !== 'local') return { kind: awaited === 'planning' ? 'plan' : 'apply' };
+  return run.reportOverdue === true ? { kind: 'report-overdue', awaited } : WAIT;
 }
 
 function enter(stage: RunStage, run: RunSnapshot, stages: ReadonlyMap<RunStage, StageSnapshot>): RunStep {
@@ -148,13 +169,13 @@ export function nextRunStep(run: RunSnapshot, stageList: readonly StageSnapshot[
     case 'pending':
       return enter('pre_plan', run, stages);
     case 'planning':
-      return { kind: 'plan' };
+      return execute('planning', run);
     case 'planned':
       return enter('post_plan', run, stages);
     case 'confirmed':
       return run.planOnly ? { kind: 'set-run', status: 'errored' } : enter('pre_apply', run, stages);
     case 'applying':
-      return { kind: 'apply' };
+      return execute('applying', run);
     case 'applied':
       return enter('post_apply', run, stages);
     case 'pre_plan_running':

@@ -1,4 +1,4 @@
-import type { RunStatus } from './statuses.ts';
+import type { ExecutionMode, RunStatus } from './statuses.ts';
 
 export const RUN_ACTIONS = ['apply', 'cancel', 'discard'] as const;
 export type RunAction = (typeof RUN_ACTIONS)[number];
@@ -36,13 +36,27 @@ const CONFIRMABLE: ReadonlySet<RunStatus> = new Set(['planned', 'post_plan_compl
 export interface RunActionSubject {
   status: RunStatus;
   planOnly: boolean;
+  /** A local run whose reported plan changes nothing: there is nothing to apply (it ends planned_and_finished). */
+  nothingToApply?: boolean;
 }
+
+/** What the action rules need of a run. */
+export const runActionSubject = (run: {
+  status: RunStatus;
+  planOnly: boolean;
+  executionMode: ExecutionMode;
+  hasChanges: boolean;
+}): RunActionSubject => ({
+  status: run.status,
+  planOnly: run.planOnly,
+  nothingToApply: run.executionMode === 'local' && !run.hasChanges,
+});
 
 /** The status an action moves a run to, or null when the transition is not allowed. */
 export function runActionTarget(action: RunAction, run: RunActionSubject): RunStatus | null {
   switch (action) {
     case 'apply':
-      return !run.planOnly && CONFIRMABLE.has(run.status) ? 'confirmed' : null;
+      return !run.planOnly && run.nothingToApply !== true && CONFIRMABLE.has(run.status) ? 'confirmed' : null;
     case 'cancel':
       return CANCELABLE.has(run.status) ? 'canceled' : null;
     case 'discard':

@@ -60,3 +60,11 @@ export type TeamRunsAccess = (typeof TEAM_RUNS_ACCESS)[number];
 
 export const TEAM_WORKSPACE_ACCESS = ['read', 'plan', 'write', 'admin', 'custom'] as const;
 export type TeamWorkspaceAccess = (typeof TEAM_WORKSPACE_ACCESS)[number];
+
+/** Where Terraform runs for a workspace's runs: `remote`, the built-in executor; `local`, the user's pipeline, which reports plan and apply. */
+export const EXECUTION_MODES = ['remote', 'local'] as const;
+export type ExecutionMode = (typeof EXECUTION_MODES)[number];
+
+/** A plan's and an apply's statuses, as HCP names them (the ones this service reaches). */
+export const EXECUTION_STATUSES = ['pending', 'running', 'finished', 'errored', 'canceled', 'unreachable'] as const;
+export type ExecutionStatus = (typeof EXECUTION_STATUSES)[number];

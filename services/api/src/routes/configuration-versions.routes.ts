@@ -101,7 +101,12 @@ async function upload(ctx: ApiContext): Promise<void> {
     if (claimed.rowCount === 0) throw notFound();
     if (!check.ok || !version.autoQueueRuns) return undefined;
     const organization = version.workspace.organization;
-    const place = { workspaceId: version.workspace.id, organizationId: organization.id, globalEntitled: isGlobalEntitled(organization) };
+    const place = {
+      workspaceId: version.workspace.id,
+      organizationId: organization.id,
+      globalEntitled: isGlobalEntitled(organization),
+      executionMode: version.workspace.executionMode,
+    };
     return createRunIn(
       client,
       place,

@@ -4,6 +4,7 @@ import { callbackRoutes } from './callback.routes.ts';
 import { configurationVersionRoutes } from './configuration-versions.routes.ts';
 import { metaRoutes } from './meta.routes.ts';
 import { organizationRoutes } from './organizations.routes.ts';
+import { executionRoutes } from './executions.routes.ts';
 import { runRoutes } from './runs.routes.ts';
 import { runTaskRoutes } from './run-tasks.routes.ts';
 import { taskResultRoutes } from './task-results.routes.ts';
@@ -23,6 +24,7 @@ export const ROUTES: readonly RouteDef[] = [
   ...teamWorkspaceRoutes,
   ...workspaceRoutes,
   ...runRoutes,
+  ...executionRoutes,
   ...runTaskRoutes,
   ...workspaceTaskRoutes,
   ...taskStageRoutes,

@@ -12,6 +12,7 @@ import {
   runPrepared,
   TaskResult,
   TaskStage,
+  type ExecutionMode,
   type RunAction,
   type TaskRow,
 } from '@runtasks/shared';
@@ -23,6 +24,7 @@ import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
 import { single, type Resource } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
+import { serializeApply, serializePlan } from '../serializers/execution.serializer.ts';
 import { serializeRun } from '../serializers/run.serializer.ts';
 import { serializeTaskStage } from '../serializers/task-stage.serializer.ts';
 import { applyRunAction, createRun, type RunPlace } from '../services/run.service.ts';
@@ -34,7 +36,7 @@ import { flexibleBoolean, NO_NUL, relationshipTo, resourceDocument, safeText, WE
 export const MAX_PLAN_DEPTH = 512;
 
 /** Whether a value nests objects or arrays deeper than `max` levels (the value itself is level 1); iterative. */
-function nestsDeeperThan(value: unknown, max: number): boolean {
+export function nestsDeeperThan(value: unknown, max: number): boolean {
   const pending: [unknown, number][] = [[value, 1]];
   for (let next = pending.pop(); next; next = pending.pop()) {
     const [item, depth] = next;
@@ -46,7 +48,7 @@ function nestsDeeperThan(value: unknown, max: number): boolean {
 }
 
 /** Whether any key or string of a JSON value matches: iterative, so deep nesting cannot overflow the stack. */
-function someString(value: unknown, matches: (text: string) => boolean): boolean {
+export function someString(value: unknown, matches: (text: string) => boolean): boolean {
   const pending: unknown[] = [value];
   while (pending.length > 0) {
     const item = pending.pop();
@@ -155,7 +157,7 @@ async function uploadedConfigurationVersion(
  */
 const PLANNABLE_WORKSPACE = prepared(
   'plannable-workspace',
-  `select w.id as workspace_id, w.organization_id, w.auto_apply, entitlement.global_entitled,
+  `select w.id as workspace_id, w.organization_id, w.auto_apply, w.execution_mode, entitlement.global_entitled,
           ${workspaceAccessSql(WORKSPACE_ROW, 2, 3, 'runs:apply')} as may_apply,
           t.task_id, t.workspace_task_id, t.name, t.url, t.hmac_key_encrypted, t.enabled, t.enforcement_level, t.stages
      from workspaces w join organizations o on o.id = w.organization_id
@@ -169,6 +171,7 @@ type PlannableWorkspaceRow = {
   workspace_id: string;
   organization_id: string;
   auto_apply: boolean;
+  execution_mode: ExecutionMode;
   global_entitled: boolean;
   may_apply: boolean;
 } & (TaskRow | { [K in keyof TaskRow]: null });
@@ -188,6 +191,7 @@ async function plannableWorkspace(
     workspaceId: first.workspace_id,
     organizationId: first.organization_id,
     globalEntitled: first.global_entitled,
+    executionMode: first.execution_mode,
     autoApply: first.auto_apply,
     mayApply: first.may_apply,
     tasks: rows.filter((row): row is PlannableWorkspaceRow & TaskRow => row.task_id !== null),
@@ -228,12 +232,23 @@ async function create(ctx: ApiContext): Promise<void> {
   respond(ctx, 201, single(serializeRun(run, stageIds)));
 }
 
+/** The runs' plans and applies as included resources, where `include` asks for them. */
+const includedExecutions = (include: ReadonlySet<string>, runs: readonly Run[]): Resource[] => [
+  ...(include.has('plan') ? runs.map(serializePlan) : []),
+  ...(include.has('apply') ? runs.map(serializeApply) : []),
+];
+
+const RUN_INCLUDES = ['task_stages', 'plan', 'apply'] as const;
+
 async function show(ctx: ApiContext): Promise<void> {
-  const include = parseInclude(ctx.query, ['task_stages']);
+  const include = parseInclude(ctx.query, RUN_INCLUDES);
   const run = await findRun(ctx, 'runs:read', { id: ctx.params['run_id'] ?? '' });
   const stagesByRun = await stagesOf(ctx, [run]);
   const stages = stagesByRun.get(run.id) ?? [];
-  const included = include.has('task_stages') ? await includedStages(ctx, [run], stagesByRun) : [];
+  const included = [
+    ...(include.has('task_stages') ? await includedStages(ctx, [run], stagesByRun) : []),
+    ...includedExecutions(include, [run]),
+  ];
   respond(
     ctx,
     200,
@@ -248,7 +263,7 @@ async function show(ctx: ApiContext): Promise<void> {
 }
 
 async function listForWorkspace(ctx: ApiContext): Promise<void> {
-  const include = parseInclude(ctx.query, ['task_stages']);
+  const include = parseInclude(ctx.query, RUN_INCLUDES);
   const workspace = await findWorkspace(ctx, 'runs:read', { id: ctx.params['workspace_id'] ?? '' });
   const page = parsePage(ctx.query);
   const [runs, total] = await ctx.state.em.findAndCount(
@@ -263,7 +278,7 @@ async function listForWorkspace(ctx: ApiContext): Promise<void> {
       (stages.get(run.id) ?? []).map((stage) => stage.id),
     ),
   );
-  const included = include.has('task_stages') ? await includedStages(ctx, runs, stages) : [];
+  const included = [...(include.has('task_stages') ? await includedStages(ctx, runs, stages) : []), ...includedExecutions(include, runs)];
   respond(ctx, 200, collection(resources, page, total, publicRequestUrl(ctx), included));
 }
 
@@ -306,13 +321,13 @@ function planJson(where: (ctx: ApiContext) => FilterQuery<Run>) {
 
 export const runRoutes: RouteDef[] = [
   { method: 'POST', path: '/runs', auth: 'token', summary: 'Create a run in a workspace', requestSchema: createSchema, handler: create },
-  { method: 'GET', path: '/runs/:run_id', auth: 'token', summary: 'Show a run', query: { include: ['task_stages'] }, handler: show },
+  { method: 'GET', path: '/runs/:run_id', auth: 'token', summary: 'Show a run', query: { include: RUN_INCLUDES }, handler: show },
   {
     method: 'GET',
     path: '/workspaces/:workspace_id/runs',
     auth: 'token',
     summary: "List a workspace's runs",
-    query: { page: true, include: ['task_stages'] },
+    query: { page: true, include: RUN_INCLUDES },
     handler: listForWorkspace,
   },
   {

@@ -1,5 +1,5 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { inLongTransaction, newId, notFound, Workspace } from '@runtasks/shared';
+import { EXECUTION_MODES, inLongTransaction, newId, notFound, Workspace } from '@runtasks/shared';
 import { z } from 'zod';
 import { canCreateWorkspaces, workspaceScope, type WorkspaceNeed } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
@@ -21,6 +21,8 @@ const attributes = {
     // terraform_version is varchar(32): a longer version was a 500.
     .max(32, 'must be at most 32 characters')
     .optional(),
+  // HCP's `agent` mode (Terraform on the organization's agents) has no counterpart here.
+  'execution-mode': z.enum(EXECUTION_MODES, { message: 'must be "remote" or "local" (agent execution is not available)' }).optional(),
 };
 const createSchema = resourceDocument('workspaces', z.object({ name: nameSchema(90), ...attributes }), noRelationships);
 const updateSchema = resourceDocument(
@@ -37,6 +39,7 @@ function applyAttributes(workspace: Workspace, input: WorkspaceAttributes): void
   if (input['auto-apply'] !== undefined) workspace.autoApply = input['auto-apply'];
   if (input['working-directory'] !== undefined) workspace.workingDirectory = input['working-directory'];
   if (input['terraform-version'] !== undefined) workspace.terraformVersion = input['terraform-version'];
+  if (input['execution-mode'] !== undefined) workspace.executionMode = input['execution-mode'];
 }
 
 /** Finds a workspace by id (or by organization and name) inside the caller's scope for `need`. */

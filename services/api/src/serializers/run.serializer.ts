@@ -1,4 +1,4 @@
-import { runActionTarget, type Run } from '@runtasks/shared';
+import { planStatus, runActionSubject, runActionTarget, type Run } from '@runtasks/shared';
 import { selfLink, timestamp, toMany, toOne, type Resource } from '../http/jsonapi.ts';
 
 /** What a run's document shows: the entity, or a run just created without the unit of work. */
@@ -14,11 +14,14 @@ export type RunView = Pick<
   | 'hasTaskWarnings'
   | 'createdAt'
   | 'planId'
+  | 'applyId'
+  | 'executionMode'
+  | 'hasChanges'
   | 'configurationVersionId'
 > & { workspace: { id: string } };
 
 export function serializeRun(run: RunView, taskStageIds: readonly string[]): Resource {
-  const subject = { status: run.status, planOnly: run.planOnly };
+  const subject = runActionSubject(run);
   return {
     id: run.id,
     type: 'runs',
@@ -30,7 +33,8 @@ export function serializeRun(run: RunView, taskStageIds: readonly string[]): Res
       'is-destroy': run.isDestroy,
       'plan-only': run.planOnly,
       'auto-apply': run.autoApply,
-      'has-changes': false,
+      // The plan's, once it is finished (HCP shows false until then).
+      'has-changes': run.hasChanges && planStatus(run) === 'finished',
       'has-task-warnings': run.hasTaskWarnings,
       'created-at': timestamp(run.createdAt),
       actions: {
@@ -43,6 +47,7 @@ export function serializeRun(run: RunView, taskStageIds: readonly string[]): Res
     relationships: {
       workspace: toOne('workspaces', run.workspace.id),
       plan: toOne('plans', run.planId),
+      apply: toOne('applies', run.applyId),
       'configuration-version': toOne('configuration-versions', run.configurationVersionId),
       'task-stages': toMany('task-stages', taskStageIds),
     },

@@ -11,6 +11,7 @@ export function serializeWorkspace(workspace: Workspace, organizationName: strin
       'auto-apply': workspace.autoApply,
       'working-directory': workspace.workingDirectory,
       'terraform-version': workspace.terraformVersion,
+      'execution-mode': workspace.executionMode,
       'created-at': timestamp(workspace.createdAt),
       'updated-at': timestamp(workspace.updatedAt),
     },

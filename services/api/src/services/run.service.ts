@@ -18,11 +18,15 @@ import {
   runPrepared,
   stageStartedAtCreation,
   statusTimestampKey,
+  EMPTY_PLAN_SUMMARY,
+  readPlan,
   type CallbackTokenIssuer,
+  type ExecutionMode,
   type Queryable,
   type ResultDeadlines,
   type Run,
   type RunAction,
+  runActionSubject,
   type RunCreatedJob,
   type TaskRow,
 } from '@runtasks/shared';
@@ -44,6 +48,8 @@ export interface RunPlace {
   organizationId: string;
   /** The organization may use global run tasks (standard edition with them switched on). */
   globalEntitled: boolean;
+  /** The workspace's execution mode, which the run keeps. */
+  executionMode: ExecutionMode;
 }
 
 /**
@@ -57,9 +63,11 @@ export interface RunPlace {
  * status timestamps.
  */
 const CREATE_RUN_SQL = `with run as (
-    insert into runs (id, organization_id, workspace_id, plan_id, status, status_timestamps, message, is_destroy, plan_only, auto_apply,
+    insert into runs (id, organization_id, workspace_id, plan_id, apply_id, execution_mode, has_changes, resource_additions, resource_changes,
+                      resource_destructions, resource_imports, status, status_timestamps, message, is_destroy, plan_only, auto_apply,
                       has_task_warnings, stages_planned, created_by, configuration_version_id, plan_json, version, created_at, updated_at)
-    select ?, ?, ?, ?, ?::text, coalesce(jsonb_object_agg(key, ${DB_NOW_ISO}) filter (where key is not null), '{}'), ?, ?, ?, ?, false, true, ?, ?,
+    select ?, ?, ?, ?, ?, ?::text, ?::boolean, ?::int, ?::int, ?::int, ?::int, ?::text,
+           coalesce(jsonb_object_agg(key, ${DB_NOW_ISO}) filter (where key is not null), '{}'), ?, ?, ?, ?, false, true, ?, ?,
            ?::jsonb, ?::int, now(), now()
       from (select ?::text as key) started
     returning created_at, status_timestamps),
@@ -90,6 +98,10 @@ function runCreation(
 ): RunCreation {
   const id = newId('run');
   const planId = newId('plan');
+  const applyId = newId('apply');
+  // A plan given at creation is what the built-in executor's plan shows; a local run's is reported later.
+  const reading = input.planJson === null || input.planJson === undefined ? undefined : readPlan(input.planJson);
+  const summary = reading?.ok === true ? reading.summary : EMPTY_PLAN_SUMMARY;
   const planned = planRows(tasks, input);
   const stageIds = new Map(planned.stages.map((stage) => [stage.stage, stage.id]));
   // Overrides decide nothing before a stage has results to evaluate: the first step does not depend on them.
@@ -105,6 +117,13 @@ function runCreation(
     place.organizationId,
     place.workspaceId,
     planId,
+    applyId,
+    place.executionMode,
+    summary.hasChanges,
+    summary.resourceAdditions,
+    summary.resourceChanges,
+    summary.resourceDestructions,
+    summary.resourceImports,
     status,
     input.message,
     input.isDestroy,
@@ -135,6 +154,9 @@ function runCreation(
     createdAt,
     workspace: { id: place.workspaceId },
     planId,
+    applyId,
+    executionMode: place.executionMode,
+    hasChanges: summary.hasChanges,
     configurationVersionId: input.configurationVersionId,
   });
   const job = startedStageId === undefined ? { runId: id } : { runId: id, stageId: startedStageId };
@@ -180,12 +202,15 @@ export async function createRunIn(
   return (await createRun(client, place, input, tasks, issueToken, deadlines)).job;
 }
 
+/** runActionTarget's condition for `apply` beyond the status, in SQL: not plan-only, and a local run's plan changes something. */
+const APPLICABLE = ` and not plan_only and (execution_mode <> 'local' or has_changes)`;
+
 /**
  * Applies a run action as one conditional update, so concurrent actions cannot both win; a run that
  * is canceled or discarded takes its unfinished stages and results with it.
  */
 export async function applyRunAction(em: EntityManager, run: Run, action: RunAction): Promise<void> {
-  const target = runActionTarget(action, { status: run.status, planOnly: run.planOnly });
+  const target = runActionTarget(action, runActionSubject(run));
   if (!target)
     throw conflict(`A run that is ${run.status} cannot be ${action === 'apply' ? 'applied' : `${action}ed`}.`, 'transition not allowed');
   await em.transactional(async (tx) => {
@@ -193,7 +218,7 @@ export async function applyRunAction(em: EntityManager, run: Run, action: RunAct
     const updated = await tx.execute(
       `update runs set status = ?, status_timestamps = status_timestamps || jsonb_build_object(?::text, ${DB_NOW_ISO}),
               version = version + 1, updated_at = now()
-        where id = ? and status in (${sources.map(() => '?').join(', ')})${action === 'apply' ? ' and not plan_only' : ''}`,
+        where id = ? and status in (${sources.map(() => '?').join(', ')})${action === 'apply' ? APPLICABLE : ''}`,
       [target, statusTimestampKey(target), run.id, ...sources],
       'run',
     );

@@ -12,9 +12,12 @@ import {
   numbered,
   StatementShapes,
   statusTimestampKey,
+  reportOverdue,
+  reportTimeoutMessage,
   type CallbackToken,
   type CallbackTokenIssuer,
   type EnforcementLevel,
+  type ExecutionMode,
   type ResultDeadlines,
   type RunSnapshot,
   type RunStage,
@@ -41,6 +44,11 @@ interface RunRow {
   plan_only: boolean;
   auto_apply: boolean;
   overrides_enabled: boolean;
+  execution_mode: ExecutionMode;
+  has_changes: boolean;
+  run_timestamps: Record<string, string>;
+  /** The database's clock as it read the run: a local run's wait for its report is timed by it. */
+  db_now: Date;
 }
 interface StageRow {
   id: string;
@@ -61,7 +69,28 @@ export interface AdvanceSettings extends ResultDeadlines {
   /** How long a started result's first delivery attempt is leased to the worker that started it. */
   attemptLeaseSeconds: number;
   issueToken: CallbackTokenIssuer;
+  /** How long a local run waits for its pipeline's plan or apply (LOCAL_EXECUTION_TIMEOUT_SECONDS; default its default). */
+  localExecutionTimeoutSeconds?: number;
 }
+
+const DEFAULT_LOCAL_TIMEOUT_SECONDS = 3600;
+
+/** The run as the lifecycle rule sees it, from any read of it (the advance's, or the sweeper's snapshot). */
+function runSnapshot(row: Omit<RunRow, 'id'>, localTimeoutSeconds: number): RunSnapshot {
+  const wait = { status: row.status, statusTimestamps: row.run_timestamps, executionMode: row.execution_mode };
+  return {
+    status: row.status,
+    planOnly: row.plan_only,
+    autoApply: row.auto_apply,
+    overridesEnabled: row.overrides_enabled,
+    executionMode: row.execution_mode,
+    hasChanges: row.has_changes,
+    reportOverdue: reportOverdue(wait, new Date(row.db_now), localTimeoutSeconds),
+  };
+}
+
+/** The run's columns every read the lifecycle decides from names (alias `r`). */
+const RUN_RULE_COLUMNS = `r.execution_mode, r.has_changes, r.status_timestamps as run_timestamps, now() as db_now`;
 
 /**
  * `<status>-at` timestamps to add: each on the database clock (now(), the transaction's start, as every
@@ -97,7 +126,8 @@ const STAGE_RESULT_COLUMNS = `ts.id as stage_id, ts.stage, ts.status as stage_st
  */
 const READ_RUN_WITH_STAGES = prepared(
   'run-advance-read',
-  `select r.id, r.status, r.version, r.auto_apply, r.stages_planned, o.task_overrides_enabled as overrides_enabled, ${DISPATCH_RUN_COLUMNS},
+  `select r.id, r.status, r.version, r.auto_apply, r.stages_planned, o.task_overrides_enabled as overrides_enabled, ${RUN_RULE_COLUMNS},
+          ${DISPATCH_RUN_COLUMNS},
           ${STAGE_RESULT_COLUMNS}, tr.callback_token_encrypted is null as tokenless
      from runs r join organizations o on o.id = r.organization_id join workspaces w on w.id = r.workspace_id
      left join task_stages ts on ts.run_id = r.id left join task_results tr on tr.task_stage_id = ts.id
@@ -156,7 +186,7 @@ function snapshotsOf(stages: readonly StageRow[], results: readonly ResultRow[])
 type SnapshotRow = Omit<RunRow, 'id' | 'status'> & StageResultRow & { run_id: string; run_status: RunStatus };
 
 const SNAPSHOT_COLUMNS = `r.id as run_id, r.status as run_status, r.plan_only, r.auto_apply, o.task_overrides_enabled as overrides_enabled,
-          ${STAGE_RESULT_COLUMNS}`;
+          ${RUN_RULE_COLUMNS}, ${STAGE_RESULT_COLUMNS}`;
 const SNAPSHOT_FROM = `runs r join organizations o on o.id = r.organization_id
      left join task_stages ts on ts.run_id = r.id
      left join task_results tr on tr.task_stage_id = ts.id`;
@@ -172,17 +202,12 @@ export const RUNS_SNAPSHOT_SQL = `select ${SNAPSHOT_COLUMNS} from ${SNAPSHOT_FRO
  * deadline, a person's decision. Runs to repair or that ended are not judged waiting: an advance looks
  * at them (it plans the one, and ends the other's unstarted stages).
  */
-function waits(rows: readonly SnapshotRow[]): boolean {
+function waits(rows: readonly SnapshotRow[], localTimeoutSeconds: number): boolean {
   const [first] = rows;
   if (!first) return false;
   const { stages, results } = groupStages(rows);
   if (ENDED.has(first.run_status) || (first.run_status === 'pending' && stages.length === 0)) return false;
-  const snapshot: RunSnapshot = {
-    status: first.run_status,
-    planOnly: first.plan_only,
-    autoApply: first.auto_apply,
-    overridesEnabled: first.overrides_enabled,
-  };
+  const snapshot = runSnapshot({ ...first, status: first.run_status }, localTimeoutSeconds);
   return nextRunStep(snapshot, snapshotsOf(stages, results)).kind === 'wait';
 }
 
@@ -191,7 +216,11 @@ function waits(rows: readonly SnapshotRow[]): boolean {
  * rule as an advance's read, for many runs in one statement (a run gone meanwhile has none).
  * A run waiting for a slow task server or for a person needs no wake-up, however long it waits.
  */
-export async function runsThatMayMove(em: EntityManager, runIds: readonly string[]): Promise<string[]> {
+export async function runsThatMayMove(
+  em: EntityManager,
+  runIds: readonly string[],
+  localTimeoutSeconds = DEFAULT_LOCAL_TIMEOUT_SECONDS,
+): Promise<string[]> {
   if (runIds.length === 0) return [];
   const byRun = new Map<string, SnapshotRow[]>();
   const { rows } = await (await nativePool(em)).query<SnapshotRow>(RUNS_SNAPSHOT_SQL, [runIds]);
@@ -200,7 +229,7 @@ export async function runsThatMayMove(em: EntityManager, runIds: readonly string
     if (ofRun) ofRun.push(row);
     else byRun.set(row.run_id, [row]);
   }
-  return runIds.filter((runId) => byRun.has(runId) && !waits(byRun.get(runId) ?? []));
+  return runIds.filter((runId) => byRun.has(runId) && !waits(byRun.get(runId) ?? [], localTimeoutSeconds));
 }
 
 type ReadRow = RunRow & DispatchRunFields & StageResultRow & { version: number; stages_planned: boolean };
@@ -286,12 +315,10 @@ async function decideAndWrite(
   executor: RunExecutor,
   settings: AdvanceSettings,
 ): Promise<{ started: StartedResult[] } | undefined> {
-  const snapshot: RunSnapshot = {
-    status: run.status,
-    planOnly: run.plan_only,
-    autoApply: run.auto_apply,
-    overridesEnabled: run.overrides_enabled,
-  };
+  const localTimeoutSeconds = settings.localExecutionTimeoutSeconds ?? DEFAULT_LOCAL_TIMEOUT_SECONDS;
+  const snapshot = runSnapshot(run, localTimeoutSeconds);
+  // Why the run's plan or apply errored, where this advance ends it for a report that never came.
+  let executionError: string | undefined;
   // Decided step by step in memory, written once in one statement (one round trip): every stage's status
   // with its `<status>-at` keys, the started stages' pending results, and the run's status with every
   // `<status>-at` it passed (versions move by the number of transitions).
@@ -327,6 +354,10 @@ async function decideAndWrite(
       case 'apply':
         await executor.apply(run.id);
         setRun('applied');
+        break;
+      case 'report-overdue':
+        executionError = reportTimeoutMessage(step.awaited, localTimeoutSeconds);
+        setRun('errored');
         break;
       case 'start-stage': {
         const name = step.stage;
@@ -367,9 +398,18 @@ async function decideAndWrite(
     const keys = [...new Set(runTransitions)];
     parts.push(
       `run as (update runs set status = ?, status_timestamps = ${timestampsSql(keys)},
-         version = version + ?, updated_at = now()${runWarning ? ', has_task_warnings = true' : ''} where id = ? and version = ? returning id)`,
+         version = version + ?, updated_at = now()${runWarning ? ', has_task_warnings = true' : ''}${
+           executionError === undefined ? '' : ', execution_error = ?'
+         } where id = ? and version = ? returning id)`,
     );
-    params.push(snapshot.status, ...keys, runTransitions.length, run.id, run.version);
+    params.push(
+      snapshot.status,
+      ...keys,
+      runTransitions.length,
+      ...(executionError === undefined ? [] : [executionError]),
+      run.id,
+      run.version,
+    );
   } else {
     // Only unstarted stages to end (the run had ended already): the run is locked, not changed. A
     // concurrent change of it is waited for, and where it moved the version, no row.

@@ -26,6 +26,8 @@ export interface SweepOptions {
   idlePages?: number;
   /** Delivery attempts a result may have (TASK_RETRY_DELAYS_SECONDS' count and one): no re-drive past them. */
   maxAttempts?: number;
+  /** How long a local run waits for its pipeline's report: one waiting longer is woken, and its advance ends it. */
+  localExecutionTimeoutSeconds?: number;
 }
 
 const IDLE_PAGE_SIZE = 500;
@@ -134,7 +136,7 @@ async function idleRunsThatMayMove(
       pageSize,
     ]);
     const seen = rows.map((row) => row.id);
-    runIds.push(...(await runsThatMayMove(em, seen)));
+    runIds.push(...(await runsThatMayMove(em, seen, options.localExecutionTimeoutSeconds)));
     const last = rows.at(-1);
     // A short page was the last one: the next pass starts again from the oldest.
     if (!last || rows.length < pageSize) return { runIds, cursor: undefined };

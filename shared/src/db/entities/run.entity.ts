@@ -1,5 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
-import type { RunStatus } from '../../domain/statuses.ts';
+import type { ExecutionMode, RunStatus } from '../../domain/statuses.ts';
 import { Organization } from './organization.entity.ts';
 import { Workspace } from './workspace.entity.ts';
 
@@ -20,6 +20,17 @@ const RunSchema = defineEntity({
     organization: () => p.manyToOne(Organization).deleteRule('cascade'),
     workspace: () => p.manyToOne(Workspace).deleteRule('cascade'),
     planId: p.string().length(32).unique(),
+    applyId: p.string().length(32).unique(),
+    // The workspace's execution mode when the run was created: a mode changed later leaves the run as it began.
+    executionMode: p.text().$type<ExecutionMode>().default('remote'),
+    // What the plan changes (a local run's reported plan, or a run's plan-json): counted as HCP counts a plan.
+    hasChanges: p.boolean().default(false),
+    resourceAdditions: p.integer().default(0),
+    resourceChanges: p.integer().default(0),
+    resourceDestructions: p.integer().default(0),
+    resourceImports: p.integer().default(0),
+    // Why the plan or apply errored: the pipeline's message, or the local execution timeout's.
+    executionError: p.text().nullable(),
     // Checked by a domain, which the ORM's schema comparison does not see (Migration20261125000000StatusDomains).
     status: p.text().$type<RunStatus>().default('pending'),
     statusTimestamps: p

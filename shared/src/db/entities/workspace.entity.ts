@@ -1,4 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
+import type { ExecutionMode } from '../../domain/statuses.ts';
 import { Organization } from './organization.entity.ts';
 import { TeamWorkspace } from './team-workspace.entity.ts';
 
@@ -14,6 +15,8 @@ const WorkspaceSchema = defineEntity({
     autoApply: p.boolean().default(false),
     workingDirectory: p.text().default(''),
     terraformVersion: p.string().length(32).default('1.9.0'),
+    // `local`: the user's pipeline runs Terraform and reports each plan and apply.
+    executionMode: p.text().$type<ExecutionMode>().default('remote'),
     // Inverse side only (no column): lets permission filters join team access in the same query.
     teamAccess: () => p.oneToMany(TeamWorkspace).mappedBy('workspace'),
     createdAt: p.datetime().onCreate(() => new Date()),

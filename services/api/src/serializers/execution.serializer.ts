@@ -1,0 +1,67 @@
+import { applyStatus, applyTimestamps, planStatus, planTimestamps, type Run } from '@runtasks/shared';
+import { selfLink, type Resource } from '../http/jsonapi.ts';
+
+/** What a plan's and an apply's documents read of their run. */
+export type ExecutionView = Pick<
+  Run,
+  | 'id'
+  | 'status'
+  | 'statusTimestamps'
+  | 'planId'
+  | 'applyId'
+  | 'executionMode'
+  | 'hasChanges'
+  | 'resourceAdditions'
+  | 'resourceChanges'
+  | 'resourceDestructions'
+  | 'resourceImports'
+  | 'executionError'
+>;
+
+const counts = (run: ExecutionView, shown: boolean): Record<string, number> => ({
+  'resource-additions': shown ? run.resourceAdditions : 0,
+  'resource-changes': shown ? run.resourceChanges : 0,
+  'resource-destructions': shown ? run.resourceDestructions : 0,
+  'resource-imports': shown ? run.resourceImports : 0,
+});
+
+/** A run's plan in HCP's `plans` shape (what go-tfe's Plan reads): counts once it finished. */
+export function serializePlan(run: ExecutionView): Resource {
+  const status = planStatus(run);
+  const finished = status === 'finished';
+  return {
+    id: run.planId,
+    type: 'plans',
+    attributes: {
+      status,
+      'status-timestamps': planTimestamps(run),
+      'has-changes': finished && run.hasChanges,
+      ...counts(run, finished),
+      'execution-details': { mode: run.executionMode },
+      'error-message': status === 'errored' ? run.executionError : null,
+      // No logs are kept: a local run's log stays in its pipeline.
+      'log-read-url': null,
+    },
+    relationships: { run: { data: { type: 'runs', id: run.id } } },
+    links: { self: `/api/v2/plans/${run.planId}`, 'json-output': `/api/v2/plans/${run.planId}/json-output` },
+  };
+}
+
+/** A run's apply in HCP's `applies` shape (what go-tfe's Apply reads): once finished, it applied what the plan counted. */
+export function serializeApply(run: ExecutionView): Resource {
+  const status = applyStatus(run);
+  return {
+    id: run.applyId,
+    type: 'applies',
+    attributes: {
+      status,
+      'status-timestamps': applyTimestamps(run),
+      ...counts(run, status === 'finished'),
+      'execution-details': { mode: run.executionMode },
+      'error-message': status === 'errored' ? run.executionError : null,
+      'log-read-url': null,
+    },
+    relationships: { run: { data: { type: 'runs', id: run.id } } },
+    links: selfLink(`/applies/${run.applyId}`),
+  };
+}

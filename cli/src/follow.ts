@@ -29,7 +29,11 @@ export async function readRun(client: Client, runId: string): Promise<RunState> 
       id: doc.id,
       stage: String(doc.attributes['stage']) as Stage,
       status: String(doc.attributes['status']),
-      results: ids.map((ref) => results.get(ref.id)).filter((result): result is ResultView => result !== undefined),
+      // Mandatory tasks first, then by name: the same order in every look, every output and every summary.
+      results: ids
+        .map((ref) => results.get(ref.id))
+        .filter((result): result is ResultView => result !== undefined)
+        .sort((a, b) => Number(b.enforcement === 'mandatory') - Number(a.enforcement === 'mandatory') || a.task.localeCompare(b.task)),
     };
   });
   return { id: run.data.id, status: String(run.data.attributes['status']), stages: stageViews };

@@ -102,6 +102,8 @@ export function verdictOf(command: Command, run: RunState, waitForOverride: bool
   const postApply = run.stages.find((item) => item.stage === 'post_apply');
   if (run.status === 'applied' && postApply && !FINAL_STAGE.has(postApply.status)) return { kind: 'wait', awaitingOverride: false };
   if (FINAL_OK.has(run.status)) return { kind: 'go' };
+  // Without post_plan tasks a run that is not auto-applied rests at `planned`, waiting for its confirmation.
+  if (command === 'plan' && run.status === 'planned' && !run.stages.some((item) => item.stage === 'post_plan')) return { kind: 'go' };
   if (command === 'watch') return { kind: 'wait', awaitingOverride: false };
   const current = rank(run.status);
   if (current === -1) return { kind: 'wait', awaitingOverride: false };

@@ -27,6 +27,7 @@ describe('the verdict a command waits for', () => {
     // run plan: post_plan decides.
     ['plan', 'planning', [], 'wait'],
     ['plan', 'planned', [stage('post_plan', 'pending')], 'wait'],
+    ['plan', 'planned', [stage('pre_plan', 'passed')], 'go'],
     ['plan', 'post_plan_running', [stage('post_plan', 'running')], 'wait'],
     ['plan', 'post_plan_completed', [stage('post_plan', 'passed')], 'go'],
     ['plan', 'planned_and_finished', [], 'go'],

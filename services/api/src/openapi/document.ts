@@ -232,7 +232,7 @@ function errorResponses(route: RouteDef, jsonBody: boolean): Record<string, Json
   responses['405'] = ref('responses', 'MethodNotAllowed');
   if (route.method !== 'GET') responses['409'] = ref('responses', 'Conflict');
   if (jsonBody || route.body === 'raw') responses['413'] = ref('responses', 'PayloadTooLarge');
-  if (jsonBody) responses['415'] = ref('responses', 'UnsupportedMediaType');
+  if (jsonBody || route.rawBody) responses['415'] = ref('responses', 'UnsupportedMediaType');
   if (jsonBody || hasQuery || route.body === 'raw') responses['422'] = ref('responses', 'UnprocessableEntity');
   responses['429'] = ref('responses', 'TooManyRequests');
   return responses;
@@ -267,6 +267,7 @@ function describe(route: RouteDef, jsonBody: boolean): string | undefined {
   if (route.auth === 'token-or-task')
     lines.push("Authorized by an API token, or by a task result's access token for that result's own run.");
   if (route.auth === 'callback') lines.push("Authorized by the task result's own access token only, not by API tokens.");
+  if (route.notes) lines.push(route.notes);
   if (jsonBody) lines.push(`Body limit: ${route.bodyLimit ?? JSON_BODY_LIMIT}.`);
   return lines.length > 0 ? lines.join(' ') : undefined;
 }
@@ -286,11 +287,14 @@ function operationOf(route: RouteDef, operationId: string, schemas: Record<strin
   const parameters = parametersOf(route);
   if (parameters.length > 0) operation.parameters = parameters;
   if (route.body === 'raw') {
-    operation.requestBody = {
-      required: true,
-      description: 'The raw bytes (a .tar.gz archive).',
-      content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } },
-    };
+    const raw = route.rawBody;
+    operation.requestBody = raw
+      ? { required: true, description: raw.description, content: { [raw.mediaType]: { schema: { type: 'object' } } } }
+      : {
+          required: true,
+          description: 'The raw bytes (a .tar.gz archive).',
+          content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } },
+        };
   } else if (jsonBody) {
     const name = `${operationId}Request`.replace(COMPONENT_NAME, '_');
     const converted: Converted = route.requestSchema

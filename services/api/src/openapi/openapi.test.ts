@@ -124,11 +124,20 @@ describe('OpenAPI document', () => {
     }
   });
 
-  it('describes raw uploads as octet-stream', () => {
+  it('describes raw bodies by their media type: archives as octet-stream, reported plans as JSON', () => {
     const raw = ROUTES.filter((route) => route.body === 'raw');
     expect(raw.length).toBeGreaterThan(0);
+    const planReports = raw.filter((route) => route.path.endsWith('/json-output'));
+    expect(planReports.map((route) => route.rawBody?.mediaType)).toEqual(['application/json', 'application/json']);
+    for (const route of planReports) {
+      const operation = operationOf(document, route);
+      expect(Object.keys(operation?.responses ?? {})).toEqual(expect.arrayContaining(['200', '404', '409', '413', '415', '422']));
+      expect(operation?.description).toContain('local');
+    }
     for (const route of raw) {
-      expect(Object.keys(operationOf(document, route)?.requestBody?.content ?? {})).toEqual(['application/octet-stream']);
+      expect(Object.keys(operationOf(document, route)?.requestBody?.content ?? {})).toEqual([
+        route.rawBody?.mediaType ?? 'application/octet-stream',
+      ]);
     }
   });
 

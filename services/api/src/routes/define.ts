@@ -23,6 +23,10 @@ export interface RouteDef {
   bodyLimit?: string;
   /** `raw`: the handler reads the body itself (archive uploads); no JSON content-type rule or parsing. */
   body?: 'json' | 'raw';
+  /** A raw body's media type and what it is, for the OpenAPI document (default: a .tar.gz as octet-stream). */
+  rawBody?: { mediaType: string; description: string };
+  /** More than the summary says, for the OpenAPI document (rules a client must know). */
+  notes?: string;
   /** The schema the handler passes to `parseWith` for the body: the OpenAPI document is generated from it. */
   requestSchema?: z.ZodType;
   /** The handler also takes no body (or `{}`) although `requestSchema` requires one. */

@@ -109,6 +109,12 @@ function both(own: string, ofRun: string, ownWhere: Where, route: (where: Where)
 
 const documentResponse = { status: 200 };
 
+/** What every report's description says: when it is taken. */
+const REPORT_RULES =
+  "For runs of workspaces whose execution-mode is local, while the run is planning (a pipeline runs Terraform and reports here; HCP has no such endpoint). A run in any other status, a repeated report, or a run of a remote workspace: 409 'transition not allowed', nothing changed.";
+const APPLY_RULES =
+  "For runs of workspaces whose execution-mode is local, while the run is applying. A run in any other status, a repeated report, or a run of a remote workspace: 409 'transition not allowed', nothing changed. Needs permission to apply on the workspace.";
+
 export const executionRoutes: RouteDef[] = [
   ...both('/plans/:plan_id', '/runs/:run_id/plan', byPlan, (where) => ({
     method: 'GET',
@@ -126,7 +132,12 @@ export const executionRoutes: RouteDef[] = [
     method: 'PUT',
     auth: 'token',
     body: 'raw',
-    summary: "Report a local run's plan: the output of `terraform show -json <planfile>` (application/json, at most PLAN_JSON_MAX_BYTES)",
+    summary: "Report a local run's plan: the output of `terraform show -json <planfile>`",
+    rawBody: {
+      mediaType: 'application/json',
+      description: 'The plan JSON exactly as `terraform show -json <planfile>` writes it, at most PLAN_JSON_MAX_BYTES (413 beyond).',
+    },
+    notes: `${REPORT_RULES} Needs permission to plan on the workspace. A body that is not a plan document (no format_version, or a resource_changes that is not an array of changes with actions) is a 422 whose source.pointer names the member. Answers with the plans document: status finished, has-changes and the resource counts from resource_changes.`,
     response: documentResponse,
     handler: reportPlan(where),
   })),
@@ -134,6 +145,7 @@ export const executionRoutes: RouteDef[] = [
     method: 'POST',
     auth: 'token',
     summary: "Report that a local run's plan errored, with its message",
+    notes: `${REPORT_RULES} Needs permission to plan. The run ends errored; the plan shows status errored and the message as error-message.`,
     requestSchema: errorSchema,
     response: documentResponse,
     handler: reportError(where, 'plan-errored'),
@@ -142,6 +154,7 @@ export const executionRoutes: RouteDef[] = [
     method: 'POST',
     auth: 'token',
     summary: "Report that a local run's apply finished",
+    notes: `${APPLY_RULES} The run moves to applied, then to its post_apply tasks.`,
     requestSchema: finishSchema,
     optionalBody: true,
     response: documentResponse,
@@ -151,6 +164,7 @@ export const executionRoutes: RouteDef[] = [
     method: 'POST',
     auth: 'token',
     summary: "Report that a local run's apply errored, with its message",
+    notes: `${APPLY_RULES} The run ends errored; the apply shows status errored and the message as error-message.`,
     requestSchema: errorSchema,
     response: documentResponse,
     handler: reportError(where, 'apply-errored'),

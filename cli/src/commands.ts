@@ -113,7 +113,7 @@ export async function reportPlan(client: Client, options: Options, say: Say): Pr
       () =>
         client.request('POST', `/runs/${runId}/plan/actions/error`, {
           body: { json: { message: options.errored } },
-          notFound: unknownRun(runId),
+          notFound: cannotReport(runId, 'plan'),
         }),
       say,
     );
@@ -130,7 +130,7 @@ export async function reportPlan(client: Client, options: Options, say: Say): Pr
       try {
         await client.request('PUT', `/runs/${runId}/plan/json-output`, {
           body: { raw: plan, contentType: 'application/json' },
-          notFound: unknownRun(runId),
+          notFound: cannotReport(runId, 'plan'),
         });
       } catch (error) {
         if (error instanceof ApiRefusal && error.status === 413) {
@@ -163,8 +163,14 @@ export async function confirmRun(client: Client, options: Options, say: Say): Pr
     say(`run ${runId} is ${status}: confirmed already`);
     return runId;
   }
+  if (status === 'planned_and_finished') {
+    throw new CliError('refused', `run ${runId} is planned_and_finished (plan-only, or a plan without changes): there is nothing to apply`);
+  }
   try {
-    await client.request('POST', `/runs/${runId}/actions/apply`, { body: { jsonApi: { comment: options.comment ?? null } } });
+    await client.request('POST', `/runs/${runId}/actions/apply`, {
+      body: { jsonApi: { comment: options.comment ?? null } },
+      notFound: cannotReport(runId, 'apply'),
+    });
   } catch (error) {
     if (error instanceof ApiRefusal && error.status === 409) {
       throw new CliError('refused', `run ${runId} is ${status}: it can be confirmed once its post_plan tasks are done (409)`);
@@ -185,10 +191,10 @@ export async function reportApply(client: Client, options: Options, say: Say): P
     'apply',
     () =>
       errored === undefined
-        ? client.request('POST', `/runs/${runId}/apply/actions/finish`, { body: { json: {} }, notFound: unknownRun(runId) })
+        ? client.request('POST', `/runs/${runId}/apply/actions/finish`, { body: { json: {} }, notFound: cannotReport(runId, 'apply') })
         : client.request('POST', `/runs/${runId}/apply/actions/error`, {
             body: { json: { message: errored } },
-            notFound: unknownRun(runId),
+            notFound: cannotReport(runId, 'apply'),
           }),
     say,
   );
@@ -197,3 +203,5 @@ export async function reportApply(client: Client, options: Options, say: Say): P
 }
 
 const unknownRun = (runId: string): string => `unknown run ${runId} (or the token cannot see its workspace)`;
+const cannotReport = (runId: string, need: 'plan' | 'apply'): string =>
+  `unknown run ${runId}, or the token may not ${need} on its workspace (a team needs runs "${need}" or more)`;

@@ -82,7 +82,13 @@ const rank = (status: string): number => ORDER.indexOf(status);
 
 export function verdictOf(command: Command, run: RunState, waitForOverride: boolean): Verdict {
   if (FINAL_NOT_OK.has(run.status)) {
-    const stage = run.stages.find((item) => BLOCKING_STAGE.has(item.status));
+    // A discard while the stage waited for an override cancels the stage: its failed mandatory tasks still blocked it.
+    const stage = run.stages.find(
+      (item) =>
+        BLOCKING_STAGE.has(item.status) ||
+        (item.status === 'canceled' &&
+          item.results.some((result) => result.enforcement === 'mandatory' && FAILED_RESULT.has(result.status))),
+    );
     if (stage) {
       const tasks = stage.results.filter((result) => result.enforcement === 'mandatory' && FAILED_RESULT.has(result.status));
       const names = tasks.map((result) => result.task).join(', ');

@@ -10,6 +10,9 @@ import { startWorker, type RunningWorker } from '../../services/worker/src/worke
 import {
   api,
   createOrganization,
+  createTeam,
+  createTeamToken,
+  grantWorkspace,
   createOrganizationToken,
   eventually,
   seedOrganization,
@@ -250,10 +253,15 @@ describe('runtasks against the real service', () => {
     let workspace: string;
     let planningRun: string;
     let wrongService: Server;
+    let readOnlyToken: string;
 
     beforeAll(async () => {
       f = await seedOrganization(h, uniqueName('cli-errors'));
-      workspace = (await localWorkspace(h, f, [], servers)).name;
+      const created = await localWorkspace(h, f, [], servers);
+      workspace = created.name;
+      const readers = await createTeam(h, f.organization, f.organizationToken, 'readers');
+      await grantWorkspace(h, f.organizationToken, readers, created.id, { access: 'read' });
+      readOnlyToken = await createTeamToken(h, f.organizationToken, readers);
       planningRun = (await start(f, workspace)).runId;
       // Something else listening where the service should be.
       wrongService = createServer((_, res) => res.writeHead(404, { 'content-type': 'text/html' }).end('<h1>Not Found</h1>'));
@@ -290,6 +298,12 @@ describe('runtasks against the real service', () => {
     it('a run in the wrong status: exit 5, nothing changed', async () => {
       const result = await cli(['run', 'applied', planningRun], f.organizationToken);
       expectOneLineError(result, 5, new RegExp(`run ${planningRun} is planning: its apply can be reported only while it is applying`));
+      expect(await statusOf(f, planningRun)).toBe('planning');
+    });
+
+    it('a token that may only read: exit 5, nothing changed', async () => {
+      const result = await cli(['run', 'plan', planningRun, '--plan-json', PLAN_FIXTURE], readOnlyToken);
+      expectOneLineError(result, 5, new RegExp(`unknown run ${planningRun}, or the token may not plan on its workspace`));
       expect(await statusOf(f, planningRun)).toBe('planning');
     });
 

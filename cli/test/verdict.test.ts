@@ -35,6 +35,8 @@ describe('the verdict a command waits for', () => {
     ['plan', 'errored', [stage('post_plan', 'errored', [result('post_plan', 'unreachable')])], 'blocked'],
     ['plan', 'errored', [], 'stopped'],
     ['plan', 'discarded', [stage('post_plan', 'awaiting_override')], 'blocked'],
+    ['plan', 'discarded', [stage('post_plan', 'canceled', [result('post_plan', 'failed')])], 'blocked'],
+    ['plan', 'discarded', [stage('post_plan', 'canceled', [result('post_plan', 'canceled')])], 'stopped'],
     // run apply: pre_apply decides; applying means the pipeline may apply.
     ['apply', 'confirmed', [], 'wait'],
     ['apply', 'pre_apply_running', [stage('pre_apply', 'running')], 'wait'],

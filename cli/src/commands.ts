@@ -177,7 +177,7 @@ export async function confirmRun(client: Client, options: Options, say: Say): Pr
     }
     throw error;
   }
-  say(`run ${runId}: confirmed`);
+  say(`run ${runId}: apply confirmed`);
   return runId;
 }
 

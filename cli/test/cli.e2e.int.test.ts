@@ -155,7 +155,14 @@ describe('runtasks against the real service', () => {
 
     const finished = await cli(['run', 'applied', runId, '--output', 'json'], f.organizationToken);
     expect(finished.code).toBe(0);
-    expect(JSON.parse(finished.stdout)).toMatchObject({ command: 'applied', verdict: 'go', run: { status: 'post_apply_completed' } });
+    expect(JSON.parse(finished.stdout)).toMatchObject({
+      command: 'applied',
+      verdict: 'go',
+      run: { status: 'post_apply_completed' },
+      plan: { status: 'finished', 'has-changes': true, ...PLAN_FIXTURE_COUNTS },
+      stages: [{ stage: 'post_apply', status: 'passed', results: [{ task: 'pipeline-check', status: 'passed', outcomes: 1 }] }],
+      warnings: [],
+    });
     const final = await runOf(f, runId);
     expect(final.data.attributes).toMatchObject({ status: 'post_apply_completed', 'has-task-warnings': true, 'has-changes': true });
     const apply = final.included.find((doc: { type: string }) => doc.type === 'applies');

@@ -1,13 +1,14 @@
+/**
+ * What each command sends before it waits: `start` uploads the configuration and creates the run, `plan`
+ * and `applied` report Terraform's outcome, `apply` confirms the run. Each returns the run to follow.
+ */
 import { readFile, stat } from 'node:fs/promises';
 import { archiveDirectory } from './archive.ts';
 import type { Options } from './args.ts';
 import { ApiRefusal, type Client, type Document } from './client.ts';
 import { CliError } from './exit-codes.ts';
 
-/**
- * What each command sends before it waits: `start` uploads the configuration and creates the run, `plan`
- * and `applied` report Terraform's outcome, `apply` confirms the run. Each returns the run to follow.
- */
+/** Prints a line of progress (above the live footer on a terminal). */
 export type Say = (line: string) => void;
 
 const PLAN_AT = new Set(['planning']);
@@ -80,25 +81,31 @@ async function readPlanFile(file: string): Promise<Buffer> {
  * Sends a report; a 409 whose report already went through (a pipeline's step retried) is not an
  * error: the command follows the run from there. Any other 409 says what status the run is in.
  */
-async function report(client: Client, runId: string, allowedAt: ReadonlySet<string>, what: string, send: () => Promise<unknown>, say: Say) {
+async function report(
+  client: Client,
+  runId: string,
+  allowedAt: ReadonlySet<string>,
+  what: 'plan' | 'apply',
+  send: () => Promise<unknown>,
+  say: Say,
+): Promise<void> {
   try {
     await send();
   } catch (error) {
     if (!(error instanceof ApiRefusal) || error.status !== 409) throw error;
     const run = await client.request<Document>('GET', `/runs/${runId}`);
     const status = String(run.data.attributes['status']);
-    const phase = what === 'plan' ? 'plan' : 'apply';
-    const resource = await client.request<Document>('GET', `/runs/${runId}/${phase}`).catch(() => undefined);
-    const reported = resource && resource.data.attributes['status'] === 'finished';
-    if (reported) {
+    const resource = await client.request<Document>('GET', `/runs/${runId}/${what}`).catch(() => undefined);
+    const mode = (resource?.data.attributes['execution-details'] as { mode?: string } | undefined)?.mode;
+    if (mode === 'remote') {
+      throw new CliError('refused', `run ${runId} is on a workspace with execution-mode remote: the service runs its ${what} itself (409)`);
+    }
+    if (resource?.data.attributes['status'] === 'finished') {
       say(`the ${what} of run ${runId} was reported already; following the run (${status})`);
       return;
     }
     const when = [...allowedAt].join(' or ');
-    throw new CliError(
-      'refused',
-      `run ${runId} is ${status}: its ${what} can be reported only while it is ${when} on a local workspace (409)`,
-    );
+    throw new CliError('refused', `run ${runId} is ${status}: its ${what} can be reported only while it is ${when} (409)`);
   }
 }
 

@@ -14,6 +14,7 @@ import {
   createTeamToken,
   grantWorkspace,
   createOrganizationToken,
+  createRun,
   eventually,
   seedOrganization,
   uniqueName,
@@ -306,6 +307,12 @@ describe('runtasks against the real service', () => {
       const result = await cli(['run', 'applied', planningRun], f.organizationToken);
       expectOneLineError(result, 5, new RegExp(`run ${planningRun} is planning: its apply can be reported only while it is applying`));
       expect(await statusOf(f, planningRun)).toBe('planning');
+    });
+
+    it('a run of a remote workspace: exit 5, nothing to report', async () => {
+      const runId = await createRun(h, f.organizationToken, f.workspaceId);
+      const result = await cli(['run', 'plan', runId, '--plan-json', PLAN_FIXTURE], f.organizationToken);
+      expectOneLineError(result, 5, new RegExp(`run ${runId} is on a workspace with execution-mode remote`));
     });
 
     it('a token that may only read: exit 5, nothing changed', async () => {

@@ -1,6 +1,6 @@
 /**
  * The pipeline of `npm run demo -- --local`: what a CI job does around Terraform, with the real
- * `runtasks` CLI (cli/src/main.ts) and no Terraform. It uploads a one-file configuration, reports a
+ * `runtasks` CLI (cli/bin/runtasks.js) and no Terraform. It uploads a one-file configuration, reports a
  * realistic `terraform show -json` output (the CLI's test plan: resources created, changed and
  * destroyed), confirms the run and reports the apply, each step waiting for its stage's run tasks.
  */
@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const CLI = fileURLToPath(new URL('../cli/src/main.ts', import.meta.url));
+const CLI = fileURLToPath(new URL('../cli/bin/runtasks.js', import.meta.url));
 export const DEMO_PLAN = fileURLToPath(new URL('../cli/test/fixtures/plan.json', import.meta.url));
 
 export interface PipelineOptions {

@@ -618,7 +618,7 @@ async function demo(setPhase: (phase: string) => void): Promise<number> {
   if (flags.local) {
     setPhase('running the pipeline');
     const organizationToken = (await api('POST', '/organizations/demo/authentication-token')).data.attributes['token'];
-    say(`  pipeline      the runtasks CLI (cli/src/main.ts) with the organization's token, as a CI job runs it`, '', bold('Timeline'));
+    say(`  pipeline      the runtasks CLI (cli/bin/runtasks.js) with the organization's token, as a CI job runs it`, '', bold('Timeline'));
     timelineStarted = true;
     t0 = Date.now();
     pipelineRunning = true;

@@ -1,4 +1,3 @@
-#!/usr/bin/env node
 /**
  * `runtasks`: the Run Tasks service's CLI for pipelines that run Terraform themselves. HTTP only (no
  * dependencies), Node 24. See docs/pipelines.md, or `runtasks --help`.

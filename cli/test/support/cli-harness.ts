@@ -9,7 +9,7 @@ import { api, attachTask, createTask, uniqueName, type Fixture } from '../../../
 import type { Harness } from '../../../test/support/harness.ts';
 
 /** The CLI as a pipeline runs it: the real bin, spawned with Node, its output and exit code. */
-export const BIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
+export const BIN = fileURLToPath(new URL('../../bin/runtasks.js', import.meta.url));
 export const PLAN_FIXTURE = fileURLToPath(new URL('../fixtures/plan.json', import.meta.url));
 /** What the plan fixture counts, as HCP counts a `terraform show -json` plan (a replacement adds and destroys). */
 export const PLAN_FIXTURE_COUNTS = { 'resource-additions': 3, 'resource-changes': 1, 'resource-destructions': 2, 'resource-imports': 0 };

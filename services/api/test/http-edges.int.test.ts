@@ -578,7 +578,11 @@ describe('HTTP edges', () => {
           title: 'bad request',
           detail: 'Invalid include parameter',
           source: { parameter: 'include' },
-          meta: { reason: `'${value}' is not a valid include here; allowed: task_stages.`, value, allowed: ['task_stages'] },
+          meta: {
+            reason: `'${value}' is not a valid include here; allowed: task_stages, plan, apply.`,
+            value,
+            allowed: ['task_stages', 'plan', 'apply'],
+          },
         });
       }
       expect(expectErrorDocument(await api(h, 'get', `/runs/${runIds[0]}?include=task_stages&include=task_stages`, token), 400)).toEqual({
@@ -586,7 +590,11 @@ describe('HTTP edges', () => {
         title: 'bad request',
         detail: 'Invalid include parameter',
         source: { parameter: 'include' },
-        meta: { reason: 'include must be given at most once.', value: ['task_stages', 'task_stages'], allowed: ['task_stages'] },
+        meta: {
+          reason: 'include must be given at most once.',
+          value: ['task_stages', 'task_stages'],
+          allowed: ['task_stages', 'plan', 'apply'],
+        },
       });
     });
 

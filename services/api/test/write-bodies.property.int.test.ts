@@ -525,6 +525,8 @@ function expectSane(context: string, res: Response): void {
 
 /** CONFIGURATION_VERSION_MAX_BYTES of this file's API: small, so property 6's buffers (up to 64 KiB) often exceed it. */
 const MAX_UPLOAD_BYTES = 16 * 1024;
+/** PLAN_JSON_MAX_BYTES of this file's API: small, so property 7's padded plans often exceed it. */
+const MAX_PLAN_REPORT_BYTES = 8 * 1024;
 
 /** Deterministic noise (xorshift32): fast-check draws a seed and a length, not 64 Ki separate values. */
 function noiseOf(seed: number, length: number): Buffer {
@@ -619,13 +621,24 @@ const uploadContentTypes = fc.option(
 // ---------------------------------------------------------------------------------------------
 
 /** Runs per property (per route where the property is per route): the whole file takes ~20 s. */
-const RUNS = { hostile: 50, mutations: 50, pointer: 80, codePoints: 80, unknownAttributes: 20, failedWrites: 50, uploads: 60 };
+const RUNS = {
+  hostile: 50,
+  mutations: 50,
+  pointer: 80,
+  codePoints: 80,
+  unknownAttributes: 20,
+  failedWrites: 50,
+  uploads: 60,
+  planReports: 60,
+};
 
 const keyOf = (route: RouteDef): string => `${route.method} ${route.path}`;
 const WRITE_ROUTES = ROUTES.filter((route) => ['POST', 'PATCH', 'PUT'].includes(route.method));
 /** Write routes whose body is bytes (`body: 'raw'`): each has a property of its own (6.), not a WriteSpec. */
 const RAW_ROUTES: Record<string, string> = {
   'PUT /uploads/configuration-versions/:upload_token': 'property 6: a configuration archive PUT to its single-use upload URL',
+  'PUT /plans/:plan_id/json-output': "property 7: a local run's plan JSON, reported by its pipeline",
+  'PUT /runs/:run_id/plan/json-output': "property 7: a local run's plan JSON, reported by its pipeline",
 };
 /** Properties 1 to 5 cover every write route with a JSON body. */
 const JSON_WRITE_ROUTES = WRITE_ROUTES.filter((route) => route.body !== 'raw');
@@ -636,6 +649,8 @@ describe('request bodies of every write route (property-based)', () => {
   const SPECS: Record<string, WriteSpec> = {};
   /** The workspace of the configuration versions (property 6 uploads to versions made there). */
   let wsVersions = '';
+  /** A local workspace, whose runs wait for their pipeline's reports (property 7 reports plans there). */
+  let wsPlanReports = '';
 
   const send = (route: RouteDef, path: string, body: unknown, token = h.adminToken): Promise<Response> => {
     const method = route.method.toLowerCase() as 'post' | 'patch' | 'put';
@@ -650,7 +665,9 @@ describe('request bodies of every write route (property-based)', () => {
   const em = () => h.orm.em.fork();
 
   beforeAll(async () => {
-    h = await startHarness({ env: { CONFIGURATION_VERSION_MAX_BYTES: String(MAX_UPLOAD_BYTES) } });
+    h = await startHarness({
+      env: { CONFIGURATION_VERSION_MAX_BYTES: String(MAX_UPLOAD_BYTES), PLAN_JSON_MAX_BYTES: String(MAX_PLAN_REPORT_BYTES) },
+    });
     // The verification endpoint of run tasks: 200 to anything but /fail….
     taskServer = createServer((req, res) => {
       req.resume();
@@ -1025,6 +1042,51 @@ describe('request bodies of every write route (property-based)', () => {
     SPECS['POST /runs/:run_id/actions/apply'] = actionSpec('apply');
     SPECS['POST /runs/:run_id/actions/cancel'] = actionSpec('cancel');
     SPECS['POST /runs/:run_id/actions/discard'] = actionSpec('discard');
+
+    // The reports of a local run: its plan errored, its apply finished or errored (by its own id or its run's).
+    const wsLocal = await workspace('ws-local');
+    await em().nativeUpdate(Workspace, { id: wsLocal }, { executionMode: 'local' });
+    wsPlanReports = wsLocal;
+    const reportSpec = (kind: 'plan/actions/error' | 'apply/actions/finish' | 'apply/actions/error', byRun: boolean): WriteSpec => {
+      const status: RunStatus = kind.startsWith('plan') ? 'planning' : 'applying';
+      const pathOf = async (runId: string): Promise<string> => {
+        if (byRun) return `/runs/${runId}/${kind}`;
+        const run = await em().findOneOrFail(Run, { id: runId });
+        return kind.startsWith('plan') ? `/plans/${run.planId}/actions/error` : `/applies/${run.applyId}/${kind.replace('apply/', '')}`;
+      };
+      const withMessage = kind.endsWith('error');
+      const body = (message: string) => (withMessage ? { message } : { comment: message });
+      const waiting = runWithStatus(wsLocal, status);
+      return {
+        attributes: '',
+        fields: withMessage
+          ? { '/message': str('text', 10_000, { nonEmpty: true }) }
+          : { '/comment': str('text', 10_000, { nullable: true }) },
+        required: withMessage ? ['/message'] : [],
+        success: 200,
+        base: async () => ({ path: await pathOf(await waiting), body: body('base') }),
+        fresh: async () => ({ path: await pathOf(await runWithStatus(wsLocal, status)), body: body('fresh 🚀') }),
+        failures: [
+          // Not waiting for this report, a remote run, and no run at all.
+          async () => ({ path: await pathOf(await runWithStatus(wsLocal, 'pending')), body: body('too early') }),
+          async () => ({ path: await pathOf(await runWithStatus(wsMain, status)), body: body('remote') }),
+          async () => ({
+            path: byRun
+              ? `/runs/run-doesnotexist0000/${kind}`
+              : kind.startsWith('plan')
+                ? '/plans/plan-doesnotexist000/actions/error'
+                : `/applies/apply-doesnotexist00/${kind.replace('apply/', '')}`,
+            body: body('none'),
+          }),
+        ],
+      };
+    };
+    SPECS['POST /plans/:plan_id/actions/error'] = reportSpec('plan/actions/error', false);
+    SPECS['POST /runs/:run_id/plan/actions/error'] = reportSpec('plan/actions/error', true);
+    SPECS['POST /applies/:apply_id/actions/finish'] = reportSpec('apply/actions/finish', false);
+    SPECS['POST /runs/:run_id/apply/actions/finish'] = reportSpec('apply/actions/finish', true);
+    SPECS['POST /applies/:apply_id/actions/error'] = reportSpec('apply/actions/error', false);
+    SPECS['POST /runs/:run_id/apply/actions/error'] = reportSpec('apply/actions/error', true);
 
     SPECS['POST /task-stages/:task_stage_id/actions/override'] = {
       attributes: '',
@@ -1729,6 +1791,109 @@ describe('request bodies of every write route (property-based)', () => {
         },
       );
       expect([...seen].sort()).toEqual(expect.arrayContaining(['200 uploaded', '413 pending', '422 errored', '422 pending']));
+    }, 120_000);
+  });
+  describe('7. plan reports: arbitrary bodies to a local run waiting at planning', () => {
+    /** A resource change with these actions, as `terraform show -json` writes one. */
+    const resourceChange = fc.record({
+      actions: fc.constantFrom<string[]>(
+        ['create'],
+        ['update'],
+        ['delete'],
+        ['delete', 'create'],
+        ['create', 'delete'],
+        ['no-op'],
+        ['read'],
+      ),
+      data: fc.boolean(),
+      importing: fc.boolean(),
+    });
+    /** A real plan document, with the counts HCP gives it (written here independently of the service's reading). */
+    const plans = fc
+      .record({ changes: fc.array(resourceChange, { maxLength: 8 }), padding: fc.nat({ max: 2 * MAX_PLAN_REPORT_BYTES }) })
+      .map(({ changes, padding }) => {
+        const managed = changes.filter((change) => !change.data);
+        const has = (action: string) => managed.filter((change) => change.actions.includes(action)).length;
+        const counts = {
+          additions: has('create'),
+          changes: has('update'),
+          destructions: has('delete'),
+          imports: managed.filter((change) => change.importing).length,
+        };
+        const document = {
+          format_version: '1.2',
+          planned_values: { root_module: {} },
+          resource_changes: changes.map((change, index) => ({
+            address: `${change.data ? 'data.' : ''}null_resource.r${index}`,
+            mode: change.data ? 'data' : 'managed',
+            change: { actions: change.actions, ...(change.importing ? { importing: { id: `i-${index}` } } : {}) },
+          })),
+          padding: 'x'.repeat(padding),
+        };
+        return { kind: 'plan' as const, text: JSON.stringify(document), counts };
+      });
+    /** Anything else: JSON that is no plan, broken JSON, hostile documents. */
+    const others = fc.oneof(
+      fc.jsonValue().map((value) => ({ kind: 'json' as const, text: JSON.stringify(value) ?? 'null' })),
+      fc.string({ maxLength: 200 }).map((text) => ({ kind: 'text' as const, text })),
+      fc.constantFrom(
+        { kind: 'hostile' as const, text: '{"__proto__":{"polluted":1},"format_version":"1.2","resource_changes":[]}' },
+        { kind: 'hostile' as const, text: '{"format_version":"1.2","resource_changes":[{"change":{"actions":["create"]},"x":"\\u0000"}]}' },
+        { kind: 'hostile' as const, text: '{"format_version":"1.2","configuration":"\\ud800"}' },
+        { kind: 'hostile' as const, text: `${'['.repeat(600)}${']'.repeat(600)}` },
+        { kind: 'hostile' as const, text: `{"format_version":"1.2","planned_values":${'{"a":'.repeat(600)}1${'}'.repeat(600)}}` },
+      ),
+    );
+    const contentTypes = fc.constantFrom(
+      'application/json',
+      'application/json; charset=utf-8',
+      'application/vnd.api+json',
+      'text/plain',
+      null,
+    );
+    const ANSWERS = [200, 400, 413, 415, 422];
+
+    it('never a 5xx; a real plan within the limit moves the run to planned with its counts, anything else changes nothing', async () => {
+      const seen = new Set<number>();
+      await fc.assert(
+        fc.asyncProperty(fc.oneof(plans, others), contentTypes, fc.boolean(), async (body, contentType, byRun) => {
+          const runId = await createRun(h, h.adminToken, wsPlanReports);
+          await em().nativeUpdate(Run, { id: runId }, { status: 'planning' });
+          const run = await em().findOneOrFail(Run, { id: runId });
+          const path = byRun ? `/api/v2/runs/${runId}/plan/json-output` : `/api/v2/plans/${run.planId}/json-output`;
+          let req = h.http.put(path).set('Authorization', `Bearer ${h.adminToken}`);
+          if (contentType !== null) req = req.set('Content-Type', contentType);
+          const res = await req.send(body.text);
+          const context = `${body.kind} (${body.text.length} bytes, ${String(contentType)}): ${res.status} ${res.text.slice(0, 200)}`;
+          if (!ANSWERS.includes(res.status)) throw new Error(context);
+          seen.add(res.status);
+          expectPrototypesUntouched(context);
+          const after = await em().findOneOrFail(Run, { id: runId }, { populate: ['planJson'] });
+          const json = contentType === 'application/json' || contentType === 'application/json; charset=utf-8';
+          if (body.kind === 'plan' && json && Buffer.byteLength(body.text) <= MAX_PLAN_REPORT_BYTES) {
+            expect({ context, status: res.status, run: after.status }).toEqual({ context, status: 200, run: 'planned' });
+            expect({
+              additions: after.resourceAdditions,
+              changes: after.resourceChanges,
+              destructions: after.resourceDestructions,
+              imports: after.resourceImports,
+            }).toEqual(body.counts);
+            expect(after.planJson).toEqual(JSON.parse(body.text));
+          } else if (res.status !== 200) {
+            expect({ context, run: after.status, plan: after.planJson, version: after.version }).toEqual({
+              context,
+              run: 'planning',
+              plan: null,
+              version: run.version,
+            });
+            expect(res.headers['content-type']).toContain(JSON_API);
+          }
+          if (body.kind === 'plan' && Buffer.byteLength(body.text) > MAX_PLAN_REPORT_BYTES && json) expect(res.status).toBe(413);
+          if (!json) expect(res.status).toBe(415);
+        }),
+        { numRuns: RUNS.planReports },
+      );
+      expect([...seen].sort()).toEqual(expect.arrayContaining([200, 415, 422]));
     }, 120_000);
   });
 });

@@ -81,8 +81,9 @@ function reportPlan(where: Where) {
 }
 
 const errorSchema = z.object({ message: safeText(10_000).min(1, 'must not be empty') });
+// As the run actions' bodies (HCP's take a comment): none, `{}`, or a comment, which is not kept.
 // Not a union with z.undefined(): a union reports any failure at the document root, losing the pointer.
-const finishSchema = z.object({}).optional();
+const finishSchema = z.object({ comment: safeText(10_000).nullable().optional() }).optional();
 
 function reportError(where: Where, kind: 'plan-errored' | 'apply-errored') {
   return async (ctx: ApiContext): Promise<void> => {

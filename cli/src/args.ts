@@ -155,8 +155,11 @@ export function parseCli(argv: readonly string[], env: Record<string, string | u
   if (values.errored !== undefined && values.errored.trim() === '') throw new CliError('usage', '--errored needs a message');
   const output = values.output ?? 'text';
   if (output !== 'text' && output !== 'json') throw new CliError('usage', `--output must be text or json, not "${output}"`);
-  const token = env['RUNTASKS_TOKEN'] || env['TFE_TOKEN'];
+  // A secret pasted with its line break is common: the token is what is left once trimmed.
+  const token = (env['RUNTASKS_TOKEN'] || env['TFE_TOKEN'])?.trim();
   if (!token) throw new CliError('usage', 'no token: set RUNTASKS_TOKEN (or TFE_TOKEN)');
+  if (!/^[\x21-\x7e]+$/.test(token))
+    throw new CliError('usage', 'the token holds spaces or characters no token has: check RUNTASKS_TOKEN (or TFE_TOKEN)');
   return {
     kind: 'run',
     options: {

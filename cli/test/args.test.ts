@@ -81,6 +81,13 @@ describe('runtasks arguments', () => {
     expect(options(['run', 'watch', 'run-x1'], env)).toMatchObject({ address, token });
   });
 
+  it('trims the token, and refuses one that holds what no token has (without showing it)', () => {
+    expect(options(['run', 'watch', 'run-x1'], { ...ENV, RUNTASKS_TOKEN: '  abc.def\n' })).toMatchObject({ token: 'abc.def' });
+    const message = usageError(['run', 'watch', 'run-x1'], { ...ENV, RUNTASKS_TOKEN: 'abc def' });
+    expect(message).toMatch(/the token holds spaces or characters no token has/);
+    expect(message).not.toContain('abc');
+  });
+
   it('prefers --address to the environment', () => {
     expect(options(['run', 'watch', 'run-x1', '--address', 'http://localhost:3000'])).toMatchObject({ address: 'http://localhost:3000' });
   });

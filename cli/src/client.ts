@@ -30,7 +30,7 @@ export interface RequestOptions {
 }
 
 const REQUEST_TIMEOUT_MS = 30_000;
-/** 429 and 503 are retried after Retry-After (at most this long each), this many times. */
+/** 429 (and 503 for GET and PUT) are retried after Retry-After (at most this long each), this many times. */
 const RETRIES = 5;
 const MAX_RETRY_WAIT_MS = 30_000;
 
@@ -77,7 +77,8 @@ export class Client {
       const response = await this.send(method, url, options);
       const text = await response.text();
       if (response.ok) return parseBody<T>(text, method, url, this.address);
-      const retryable = response.status === 429 || response.status === 503;
+      // A 429 was refused before any work; a 503 may come after it, so only requests safe to repeat retry it.
+      const retryable = response.status === 429 || (response.status === 503 && (method === 'GET' || method === 'PUT'));
       if (retryable && attempt < RETRIES) {
         const after = Number(response.headers.get('retry-after'));
         await sleep(Number.isFinite(after) && after > 0 ? Math.min(after * 1000, MAX_RETRY_WAIT_MS) : 1000 * 2 ** attempt);

@@ -214,6 +214,35 @@ describe('runtasks against the real service', () => {
     90_000,
   );
 
+  it.each([
+    ['pre_plan', 'start'],
+    ['pre_apply', 'apply'],
+  ] as const)(
+    'with overrides allowed, a mandatory failure at %s makes `run %s --no-wait-override` exit 1, the run awaiting a decision',
+    async (stage, command) => {
+      const organization = await createOrganization(h, uniqueName(`cli-hold-${stage}`), { 'task-overrides-enabled': true });
+      const f: Fixture = { organization, organizationToken: await createOrganizationToken(h, organization), workspaceId: '', teamId: '' };
+      const ws = await localWorkspace(h, f, [{ name: 'gate', result: 'failed', enforcement: 'mandatory', stages: [stage] }], servers);
+      let last: CliRun;
+      let runId: string;
+      if (command === 'start') {
+        last = await cli(
+          ['run', 'start', '--workspace', `${f.organization}/${ws.name}`, '--config-dir', config(), '--no-wait-override'],
+          f.organizationToken,
+        );
+        runId = /run (run-\w+) created/.exec(last.stdout)?.[1] ?? '';
+      } else {
+        runId = (await start(f, ws.name)).runId;
+        expect((await cli(['run', 'plan', runId, '--plan-json', PLAN_FIXTURE], f.organizationToken)).code).toBe(0);
+        last = await cli(['run', 'apply', runId, '--no-wait-override'], f.organizationToken);
+      }
+      expect(last.code).toBe(1);
+      expect(last.stdout).toContain(`${stage} blocked by a mandatory task: the run waits for an override`);
+      expect(await statusOf(f, runId)).toBe(`${stage}_awaiting_decision`);
+    },
+    90_000,
+  );
+
   it('waits for an override where the organization allows one, then `run plan` goes on and exits 0', async () => {
     const organization = await createOrganization(h, uniqueName('cli-override'), { 'task-overrides-enabled': true });
     const f: Fixture = { organization, organizationToken: await createOrganizationToken(h, organization), workspaceId: '', teamId: '' };

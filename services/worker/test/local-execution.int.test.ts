@@ -142,6 +142,9 @@ describe('local execution: runs that wait for their pipeline to report plan and 
     expect((await api(h, 'get', `/runs/${runId}/apply`, f.organizationToken)).body.data.attributes.status).toBe('running');
     expect((await run(runId)).data.attributes.status).toBe('applying');
 
+    // A token that may plan but not apply cannot report the apply.
+    expectNotFound(await api(h, 'post', `/applies/${applyId}/actions/finish`, plannerToken));
+    expect((await run(runId)).data.attributes.status).toBe('applying');
     const applied = await api(h, 'post', `/applies/${applyId}/actions/finish`, f.organizationToken);
     expect(applied.status).toBe(200);
     expect(applied.body.data).toMatchObject({ id: applyId, type: 'applies', attributes: { status: 'finished', ...CHANGING_PLAN_COUNTS } });
@@ -222,6 +225,23 @@ describe('local execution: runs that wait for their pipeline to report plan and 
     expectError(await putPlan(`/runs/${remote}/plan/json-output`, JSON.stringify(CHANGING_PLAN)), 409);
     expectError(await api(h, 'post', `/runs/${remote}/apply/actions/finish`, f.organizationToken), 409);
     expect(await stored(remote)).toEqual(remoteBefore);
+  });
+
+  it('of reports racing for one run, exactly one is taken; the others are 409s', async () => {
+    const runId = await createRun(h, f.organizationToken, localWorkspaceId);
+    await waitFor(runId, 'planning');
+    const answers = await Promise.all([
+      putPlan(`/runs/${runId}/plan/json-output`, JSON.stringify(CHANGING_PLAN)),
+      putPlan(`/runs/${runId}/plan/json-output`, JSON.stringify(NO_CHANGE_PLAN)),
+      api(h, 'post', `/runs/${runId}/plan/actions/error`, f.organizationToken, { message: 'racing' }),
+    ]);
+    const statuses = answers.map((answer) => answer.status);
+    expect(statuses.filter((status) => status === 200)).toHaveLength(1);
+    expect(statuses.filter((status) => status === 409)).toHaveLength(2);
+    const winner = answers.findIndex((answer) => answer.status === 200);
+    const row = await stored(runId);
+    expect(row?.['status']).toBe(winner === 2 ? 'errored' : 'planned');
+    expect(row?.['has_changes']).toBe(winner === 0);
   });
 
   it('refuses a plan that is not JSON (400), not a plan (422 at its pointer), too large (413) or not application/json (415), changing nothing', async () => {

@@ -36,7 +36,7 @@ async function reportedRun(ctx: ApiContext, need: WorkspaceNeed, where: Where, r
   const what = report.startsWith('plan') ? 'plan' : 'apply';
   if (run.executionMode !== 'local')
     throw notAllowed(`The run's workspace executes remotely: its ${what} is the service's own, and is not reported.`);
-  const { from } = reportTransition({ kind: report } as ExecutionReport);
+  const { from } = reportTransition(report);
   if (run.status !== from) throw notAllowed(`A run that is ${run.status} takes no ${what} report: only a run that is ${from} does.`);
   return run;
 }

@@ -7,9 +7,9 @@ export type ExecutionReport =
   | { kind: 'apply' }
   | { kind: 'apply-errored'; message: string };
 
-/** The status a report is taken at, and the one it moves the run to. */
-export function reportTransition(report: ExecutionReport): { from: RunStatus; to: RunStatus } {
-  switch (report.kind) {
+/** The status a report of this kind is taken at, and the one it moves the run to. */
+export function reportTransition(kind: ExecutionReport['kind']): { from: RunStatus; to: RunStatus } {
+  switch (kind) {
     case 'plan':
       return { from: 'planning', to: 'planned' };
     case 'plan-errored':
@@ -52,7 +52,7 @@ function reportedColumns(report: ExecutionReport): { sql: string; params: unknow
  * wake-up for the workers is recorded with it. Returns whether the run moved.
  */
 export async function takeReport(db: Queryable, runId: string, report: ExecutionReport): Promise<boolean> {
-  const { from, to } = reportTransition(report);
+  const { from, to } = reportTransition(report.kind);
   const columns = reportedColumns(report);
   const sql = numbered(`with run as (
       update runs set status = ?, status_timestamps = status_timestamps || jsonb_build_object(?::text, ${DB_NOW_ISO}),

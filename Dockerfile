@@ -14,6 +14,7 @@ COPY package.json package-lock.json ./
 COPY shared/package.json shared/
 COPY services/api/package.json services/api/
 COPY services/worker/package.json services/worker/
+COPY cli/package.json cli/
 
 FROM manifests AS deps
 RUN npm ci --omit=dev

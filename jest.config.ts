@@ -17,6 +17,7 @@ const config: Config = {
     '<rootDir>/services/*/test/**/*.test.ts',
     '<rootDir>/test/**/*.test.ts',
     '<rootDir>/examples/**/*.test.ts',
+    '<rootDir>/cli/test/**/*.test.ts',
   ],
   globalSetup: '<rootDir>/test/global-setup.ts',
   testTimeout: 30_000,

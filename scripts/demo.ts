@@ -11,6 +11,7 @@
  *
  *   npm run demo                 # ends by itself
  *   npm run demo -- --keep       # leaves the service running after the summary, until Ctrl-C
+ *   npm run demo -- --local      # the run is a pipeline's: a local workspace, driven by the runtasks CLI
  *
  * Uses the PostgreSQL server of DATABASE_URL (its database name is replaced by DEMO_DATABASE, default
  * runtasks_demo, dropped and re-created on each run) and REDIS_URL (keys under a per-run queue prefix,
@@ -40,12 +41,15 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { startRunTaskServer, type RunTaskServer } from '../examples/run-task-server/server.ts';
 import { startOwnServices } from './lib/own-services.ts';
+import { runPipeline, type Pipeline } from './demo-pipeline.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const MAIN = join(ROOT, 'services/api/src/main.ts');
 const env = process.env;
 const LOG_FILE = resolve(ROOT, env['RUNTASKS_DATA_DIR'] || '.runtasks', 'demo-service.log');
-const { values: flags } = parseArgs({ options: { keep: { type: 'boolean', default: false } } });
+const { values: flags } = parseArgs({
+  options: { keep: { type: 'boolean', default: false }, local: { type: 'boolean', default: false } },
+});
 const TIMEOUT_SECONDS = Number(env['DEMO_TIMEOUT_SECONDS'] || 60);
 const POLL_MS = 100;
 /** Events are held this long before printing, so those seen a poll apart still print in time order. */
@@ -459,6 +463,32 @@ function table(view: Snapshot | undefined): string[] {
   });
 }
 
+/** The built-in executor's run: auto-apply, with a plan given at creation. */
+async function createAutoApplyRun(api: ReturnType<typeof client>, workspaceId: string): Promise<string> {
+  const planJson = {
+    format_version: '1.2',
+    terraform_version: '1.9.8',
+    resource_changes: [
+      { address: 'aws_vpc.main', change: { actions: ['create'] } },
+      { address: 'aws_subnet.a', change: { actions: ['create'] } },
+      { address: 'aws_security_group.web', change: { actions: ['update'] } },
+      { address: 'aws_instance.legacy', change: { actions: ['delete'] } },
+    ],
+  };
+  const created = await api('POST', '/runs', {
+    data: {
+      type: 'runs',
+      attributes: { message: 'Run Tasks demo', 'auto-apply': true, 'plan-json': planJson },
+      relationships: { workspace: { data: { type: 'workspaces', id: workspaceId } } },
+    },
+  });
+  const runId = created.data.id;
+  timelineStarted = true;
+  t0 = Date.parse(String(created.data.attributes['created-at'])) || Date.now();
+  say(`  run           ${runId} (auto-apply, a plan with 4 resource changes)`, '', bold('Timeline'));
+  return runId;
+}
+
 // ---------------------------------------------------------------------------------------------------
 
 async function probeDashboard(baseUrl: string, token: string): Promise<string> {
@@ -570,9 +600,16 @@ async function demo(setPhase: (phase: string) => void): Promise<number> {
   setPhase('creating the organization, workspace and tasks');
   const api = client(baseUrl, adminToken);
   await api('POST', '/organizations', { data: { type: 'organizations', attributes: { name: 'demo', email: 'ops@demo.example' } } });
-  const workspace = await api('POST', '/organizations/demo/workspaces', { data: { type: 'workspaces', attributes: { name: 'network' } } });
+  // --local: Terraform runs in a pipeline (here the runtasks CLI), and the mandatory task checks every stage.
+  const workspace = await api('POST', '/organizations/demo/workspaces', {
+    data: { type: 'workspaces', attributes: { name: 'network', 'execution-mode': flags.local ? 'local' : 'remote' } },
+  });
   const attach = [
-    { name: 'demo-passing', enforcement: 'mandatory', stages: ['pre_plan', 'post_plan'] },
+    {
+      name: 'demo-passing',
+      enforcement: 'mandatory',
+      stages: flags.local ? ['pre_plan', 'post_plan', 'pre_apply', 'post_apply'] : ['pre_plan', 'post_plan'],
+    },
     { name: 'demo-failing', enforcement: 'advisory', stages: ['post_plan'] },
   ];
   const taskLines: string[] = [];
@@ -605,28 +642,35 @@ async function demo(setPhase: (phase: string) => void): Promise<number> {
     ...taskLines.slice(1).map((line) => `                ${line}`),
   );
 
-  setPhase('creating the run');
-  const planJson = {
-    format_version: '1.2',
-    terraform_version: '1.9.8',
-    resource_changes: [
-      { address: 'aws_vpc.main', change: { actions: ['create'] } },
-      { address: 'aws_subnet.a', change: { actions: ['create'] } },
-      { address: 'aws_security_group.web', change: { actions: ['update'] } },
-      { address: 'aws_instance.legacy', change: { actions: ['delete'] } },
-    ],
-  };
-  const created = await api('POST', '/runs', {
-    data: {
-      type: 'runs',
-      attributes: { message: 'Run Tasks demo', 'auto-apply': true, 'plan-json': planJson },
-      relationships: { workspace: { data: { type: 'workspaces', id: workspace.data.id } } },
-    },
-  });
-  const runId = created.data.id;
-  timelineStarted = true;
-  t0 = Date.parse(String(created.data.attributes['created-at'])) || Date.now();
-  say(`  run           ${runId} (auto-apply, a plan with 4 resource changes)`, '', bold('Timeline'));
+  let pipeline: Pipeline | undefined;
+  let pipelineRunning = false;
+  let pipelineFailure: Error | undefined;
+  let runId: string;
+  if (flags.local) {
+    setPhase('running the pipeline');
+    const organizationToken = (await api('POST', '/organizations/demo/authentication-token')).data.attributes['token'];
+    say(`  pipeline      the runtasks CLI (cli/bin/runtasks.js) with the organization's token, as a CI job runs it`, '', bold('Timeline'));
+    timelineStarted = true;
+    t0 = Date.now();
+    pipelineRunning = true;
+    pipeline = runPipeline({
+      address: baseUrl,
+      token: String(organizationToken),
+      workspace: 'demo/network',
+      log: (line) => event(Date.now(), `${subject('pipeline')}${line.startsWith('$') ? bold(line) : dim(line)}`, 1000),
+    });
+    pipeline.done.then(
+      () => (pipelineRunning = false),
+      (error: Error) => {
+        pipelineFailure = error;
+        pipelineRunning = false;
+      },
+    );
+    runId = await pipeline.runId;
+  } else {
+    setPhase('creating the run');
+    runId = await createAutoApplyRun(api, workspace.data.id);
+  }
 
   // Watch: every poll reads the run and its stages with their results; each new status timestamp is an event.
   setPhase(`waiting for run ${runId} to finish`);
@@ -695,7 +739,9 @@ async function demo(setPhase: (phase: string) => void): Promise<number> {
       lastStatus = view.status;
       statusSince = Date.now();
     }
-    if (FINAL_RUN_STATUSES.has(view.status)) break;
+    if (pipelineFailure) throw new DemoError(`the pipeline failed: ${pipelineFailure.message}`);
+    // A pipeline's run is over when its last step is: `applied` is final only for a run without post_apply tasks.
+    if (FINAL_RUN_STATUSES.has(view.status) && !pipelineRunning) break;
     if (view.status.endsWith('_awaiting_decision')) throw new DemoError(`the run waits for an override (${view.status})`);
     if (!live && Date.now() - lastEventAt > 5000) {
       event(Date.now(), dim(`… still waiting for ${waitingFor(view.status, view)}`));

@@ -201,6 +201,12 @@ describe('Dockerfile', () => {
     expect(args).toEqual(['node', 'services/api/src/main.ts', '--role', 'api']);
   });
 
+  it("copies every workspace's manifest before npm ci, which refuses a workspace it cannot find", () => {
+    const workspaces = (JSON.parse(read('package.json')) as { workspaces: string[] }).workspaces;
+    const manifests = byName('manifests')?.instructions ?? [];
+    for (const workspace of workspaces) expect(manifests).toContain(`COPY ${workspace}/package.json ${workspace}/`);
+  });
+
   it('has the stages compose builds', () => {
     for (const name of ['migrate', 'api', 'worker', 'task-server', 'tests']) {
       const target = buildTarget(service(name));

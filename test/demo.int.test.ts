@@ -72,4 +72,43 @@ describe('npm run demo', () => {
       redis.disconnect();
     }
   }, 90_000);
+
+  it('--local: a pipeline drives the run through every stage with the runtasks CLI, then exits 0 by itself', async () => {
+    let output = '';
+    child = spawn(process.execPath, ['scripts/demo.ts', '--local'], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        PATH: process.env['PATH'] ?? '',
+        CI: 'true',
+        DATABASE_URL: databaseUrl(DATABASE),
+        DEMO_DATABASE: DATABASE,
+        REDIS_URL,
+        DEMO_TIMEOUT_SECONDS: '60',
+      },
+    });
+    child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    const code = await new Promise<number | null>((resolve) => child?.once('exit', (exitCode) => resolve(exitCode)));
+
+    expect({ code, output }).toMatchObject({ code: 0 });
+    expect(output).not.toContain('\x1b[');
+    // The pipeline's five steps, each through the CLI, each exiting 0.
+    for (const step of ['run start --workspace demo/network', 'run plan run-', 'run apply run-', 'run applied run-']) {
+      expect(output).toMatch(new RegExp(`pipeline\\s+\\$ runtasks ${step.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
+    }
+    expect(output.match(/pipeline\s+exit 0$/gm)).toHaveLength(4);
+    expect(output).not.toMatch(/pipeline\s+exit [1-9]/);
+    // The run waited for the pipeline's reports, the tasks read the reported plan at every stage after it.
+    expect(output).toMatch(/^\s+\S+\s+\+\d+\.\d\ds\s+run\s+planning$/m);
+    expect(output).toContain('plan: 3 to add, 1 to change, 2 to destroy');
+    expect(output).toMatch(/run run-\w+: post_apply_completed after/);
+    for (const stage of ['post_plan', 'pre_apply', 'post_apply']) {
+      expect(output).toMatch(
+        new RegExp(`${stage}\\s+demo-passing\\s+mandatory\\s+passed\\s+1 outcome\\s+Example check passed: 5 resource changes reviewed`),
+      );
+    }
+    expect(output).toMatch(/warning: post_plan demo-failing \(advisory\): failed/);
+    expect(output).toContain('Demo finished: everything stopped.');
+  }, 90_000);
 });

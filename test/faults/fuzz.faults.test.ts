@@ -560,6 +560,11 @@ describe('fuzzing every write route and the callback (≥ 100,000 bodies)', () =
     // The run actions get a run of their own (no tasks): a body an action accepts may end it, never the one waiting above.
     const spare = await createWorkspace(h, org.organization, admin, uniqueName('spare'));
     params['run_id'] = await createRun(h, admin, spare, { 'auto-apply': false });
+    const [executions] = await sql<{ plan_id: string; apply_id: string }>('select plan_id, apply_id from runs where id = ?', [
+      params['run_id'],
+    ]);
+    params['plan_id'] = executions?.plan_id ?? '';
+    params['apply_id'] = executions?.apply_id ?? '';
     await eventually(async () => {
       const [run] = await sql<{ status: string }>('select status from runs where id = ?', [params['run_id']]);
       return run && SETTLED.has(run.status) ? true : undefined;

@@ -207,11 +207,7 @@ describe('the run pages in a browser', () => {
       const scanner = await deliveryOf('post_plan', 'mandatory');
       const costs = await deliveryOf('post_plan', 'advisory');
       expect(
-        await callBackWith(
-          scanner,
-          { status: 'failed', message: `<script>${PWNED}</script>1 critical finding` },
-          [HOSTILE_OUTCOME],
-        ),
+        await callBackWith(scanner, { status: 'failed', message: `<script>${PWNED}</script>1 critical finding` }, [HOSTILE_OUTCOME]),
       ).toBe(200);
       expect(
         await callBackWith(costs, {

@@ -53,6 +53,8 @@ describe('loadConfig defaults', () => {
     ['startupTimeoutMs', 60000],
     ['authFailuresPerMinute', 20],
     ['trustProxy', false],
+    ['planJsonMaxBytes', 52428800],
+    ['localExecutionTimeoutSeconds', 3600],
   ] as const)('%s defaults to %j', (key, expected) => {
     expect(config[key]).toEqual(expected);
   });
@@ -96,6 +98,8 @@ describe('loadConfig defaults', () => {
         'startupTimeoutMs',
         'authFailuresPerMinute',
         'trustProxy',
+        'planJsonMaxBytes',
+        'localExecutionTimeoutSeconds',
       ].sort(),
     );
   });

@@ -80,6 +80,40 @@ describe('teams, tokens and team access', () => {
       expect(empty.body.data.attributes.token).toMatch(TOKEN_SHAPE);
     });
 
+    // go-tfe sends `""`, HCP's documentation `authentication-token`; the answer is always `authentication-tokens`.
+    it.each(['', 'authentication-token', 'authentication-tokens'])(
+      'accepts data.type %j for organization and team tokens',
+      async (type) => {
+        const name = await createOrganization(h, uniqueName('types'));
+        const organizationToken = await api(h, 'post', `/organizations/${name}/authentication-token`, h.adminToken, {
+          data: { type, attributes: { 'expired-at': '2999-01-01T00:00:00Z' } },
+        });
+        expect(organizationToken.status).toBe(201);
+        expect(organizationToken.body.data.type).toBe('authentication-tokens');
+        expect(organizationToken.body.data.attributes['expired-at']).toBe('2999-01-01T00:00:00.000Z');
+        const team = await createTeam(h, name, h.adminToken, uniqueName('types'));
+        const teamToken = await api(h, 'post', `/teams/${team}/authentication-token`, h.adminToken, { data: { type } });
+        expect(teamToken.status).toBe(201);
+        expect(teamToken.body.data.type).toBe('authentication-tokens');
+        expect(teamToken.body.data.attributes.token).toMatch(TOKEN_SHAPE);
+      },
+    );
+
+    it('refuses ?token=audit-trails (400 naming the parameter) and issues or revokes nothing', async () => {
+      const name = await createOrganization(h, uniqueName('audit'));
+      const token = await createOrganizationToken(h, name);
+      for (const method of ['post', 'get', 'delete'] as const) {
+        const error = expectError(
+          await api(h, method, `/organizations/${name}/authentication-token?token=audit-trails`, h.adminToken),
+          400,
+        );
+        expect(error.source).toEqual({ parameter: 'token' });
+        expect(error.detail).toContain('token=audit-trails');
+      }
+      // The ordinary token is still the active one.
+      expect((await api(h, 'get', '/organizations', token)).status).toBe(200);
+    });
+
     it('answers 422 for a body that is neither empty nor a token document', async () => {
       const name = await createOrganization(h, uniqueName('junk'));
       expectError(

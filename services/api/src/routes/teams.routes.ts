@@ -2,6 +2,7 @@ import type { FilterQuery } from '@mikro-orm/core';
 import { newId, Team } from '@runtasks/shared';
 import { z } from 'zod';
 import { principalsChanged } from '../auth/authenticate.ts';
+import { teamPermissions } from '../auth/permissions.ts';
 import { ownerOrganizationScope } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
@@ -54,7 +55,7 @@ async function create(ctx: ApiContext): Promise<void> {
   const team = ctx.state.em.create(Team, { id: newId('team'), organization, name: attributes.name });
   applyAccess(team, attributes['organization-access']);
   await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
-  respond(ctx, 201, single(serializeTeam(team, organization.name)));
+  respond(ctx, 201, single(serializeTeam(team, organization.name, teamPermissions(ctx.state.principal, organization.id))));
 }
 
 async function list(ctx: ApiContext): Promise<void> {
@@ -69,7 +70,7 @@ async function list(ctx: ApiContext): Promise<void> {
     ctx,
     200,
     collection(
-      teams.map((team) => serializeTeam(team, organization.name)),
+      teams.map((team) => serializeTeam(team, organization.name, teamPermissions(ctx.state.principal, organization.id))),
       page,
       total,
       publicRequestUrl(ctx),
@@ -79,7 +80,7 @@ async function list(ctx: ApiContext): Promise<void> {
 
 async function show(ctx: ApiContext): Promise<void> {
   const team = await findTeam(ctx);
-  respond(ctx, 200, single(serializeTeam(team, team.organization.name)));
+  respond(ctx, 200, single(serializeTeam(team, team.organization.name, teamPermissions(ctx.state.principal, team.organization.id))));
 }
 
 async function update(ctx: ApiContext): Promise<void> {
@@ -90,7 +91,7 @@ async function update(ctx: ApiContext): Promise<void> {
   await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
   // Its tokens' permissions may have changed.
   principalsChanged(ctx);
-  respond(ctx, 200, single(serializeTeam(team, team.organization.name)));
+  respond(ctx, 200, single(serializeTeam(team, team.organization.name, teamPermissions(ctx.state.principal, team.organization.id))));
 }
 
 async function destroy(ctx: ApiContext): Promise<void> {

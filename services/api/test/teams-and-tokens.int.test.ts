@@ -315,11 +315,14 @@ describe('teams, tokens and team access', () => {
         const second = await createTeam(h, org.organization, org.organizationToken, 'second');
         const res = await api(h, 'get', `/organizations/${org.organization}/teams`, org.organizationToken);
         expect(res.status).toBe(200);
-        expect(res.body.data.map((team: { id: string }) => team.id)).toEqual([org.teamId, second]);
-        expect(res.body.meta.pagination['total-count']).toBe(2);
-        const page = await api(h, 'get', `/organizations/${org.organization}/teams?page[size]=1&page[number]=2`, h.adminToken);
+        // The owners team came with the organization.
+        const [owners, ...others] = res.body.data as { id: string; attributes: { name: string } }[];
+        expect(owners?.attributes.name).toBe('owners');
+        expect(others.map((team) => team.id)).toEqual([org.teamId, second]);
+        expect(res.body.meta.pagination['total-count']).toBe(3);
+        const page = await api(h, 'get', `/organizations/${org.organization}/teams?page[size]=1&page[number]=3`, h.adminToken);
         expect(page.body.data.map((team: { id: string }) => team.id)).toEqual([second]);
-        expect(page.body.meta.pagination).toMatchObject({ 'current-page': 2, 'total-pages': 2, 'next-page': null, 'prev-page': 1 });
+        expect(page.body.meta.pagination).toMatchObject({ 'current-page': 3, 'total-pages': 3, 'next-page': null, 'prev-page': 2 });
       });
 
       it('answers 404 to a team token and to another organization', async () => {
@@ -522,13 +525,12 @@ describe('teams, tokens and team access', () => {
         ['admin', 'apply', true],
       ])('grants %s access with runs=%s and run-tasks=%s implied', async (access, runs, runTasks) => {
         const teamId = await createTeam(h, acme.organization, acme.organizationToken, uniqueName(`access-${access}`));
-        // The implied permissions win over any given alongside a fixed access level.
         const res = await api(
           h,
           'post',
           '/team-workspaces',
           acme.organizationToken,
-          teamWorkspaceDocument(teamId, workspaceId, { access, runs: 'read', 'run-tasks': !runTasks }),
+          teamWorkspaceDocument(teamId, workspaceId, { access }),
         );
         expect(res.status).toBe(201);
         expect(res.headers['content-type']).toContain(JSON_API);
@@ -764,6 +766,46 @@ describe('teams, tokens and team access', () => {
         );
         const shown = await api(h, 'get', `/team-workspaces/${accessA}`, acme.organizationToken);
         expect(shown.body.data.attributes.access).toBe('read');
+      });
+
+      // As HCP: custom permissions with a fixed level would be stored as something else than asked.
+      it.each<[Record<string, unknown>, string]>([
+        [{ access: 'read', runs: 'apply' }, '/data/attributes/runs'],
+        [{ access: 'admin', 'run-tasks': false }, '/data/attributes/run-tasks'],
+        [{ runs: 'plan' }, '/data/attributes/runs'],
+      ])('answers 422 for custom permissions with a fixed level (%j), creating and changing nothing', async (attributes, pointer) => {
+        const teamId = await createTeam(h, acme.organization, acme.organizationToken, uniqueName('fixed-level'));
+        const workspaceId = await createWorkspace(h, acme.organization, acme.organizationToken, uniqueName('fixed-level'));
+        const created = await api(
+          h,
+          'post',
+          '/team-workspaces',
+          acme.organizationToken,
+          teamWorkspaceDocument(teamId, workspaceId, attributes),
+        );
+        if (attributes['access'] !== undefined) {
+          expectError(created, 422, pointer);
+          const listed = await api(h, 'get', `/team-workspaces?filter%5Bworkspace%5D%5Bid%5D=${workspaceId}`, acme.organizationToken);
+          expect(listed.body.data).toEqual([]);
+        } else {
+          // No level given: the access is custom, and the permission is taken.
+          expect(created.status).toBe(201);
+          expect(created.body.data.attributes).toMatchObject({ access: 'custom', runs: 'plan' });
+        }
+        const id = await grantWorkspace(
+          h,
+          acme.organizationToken,
+          teamId,
+          await createWorkspace(h, acme.organization, acme.organizationToken, uniqueName('fixed')),
+          { access: 'read' },
+        );
+        expectError(
+          await api(h, 'patch', `/team-workspaces/${id}`, acme.organizationToken, { data: { type: 'team-workspaces', attributes } }),
+          422,
+          pointer,
+        );
+        const shown = await api(h, 'get', `/team-workspaces/${id}`, acme.organizationToken);
+        expect(shown.body.data.attributes).toMatchObject({ access: 'read', runs: 'read', 'run-tasks': false });
       });
 
       it('DELETE removes the access: 204, then 404, and the team loses the workspace', async () => {

@@ -212,12 +212,14 @@ describe('runPermissions and teamPermissions', () => {
     });
   });
 
-  it.each<[string, Principal, boolean]>([
-    ['the site admin', admin, true],
-    ['its organization token', owner, true],
-    ["another organization's token", foreignOwner, false],
-    ['a team, even managing workspaces', team({ manageWorkspaces: true }), false],
-  ])('team, for %s: can-destroy %s', (_, principal, canDestroy) => {
-    expect(teamPermissions(principal, ORG)).toEqual({ 'can-destroy': canDestroy, 'can-update-membership': false });
+  it.each<[string, Principal, boolean, boolean]>([
+    ['the site admin', admin, false, true],
+    ['its organization token', owner, false, true],
+    ['its organization token, on the owners team', owner, true, false],
+    ['the site admin, on the owners team', admin, true, false],
+    ["another organization's token", foreignOwner, false, false],
+    ['a team, even managing workspaces', team({ manageWorkspaces: true }), false, false],
+  ])('team, for %s (owners team: %s): can-destroy %s', (_, principal, isOwnersTeam, canDestroy) => {
+    expect(teamPermissions(principal, ORG, isOwnersTeam)).toEqual({ 'can-destroy': canDestroy, 'can-update-membership': false });
   });
 });

@@ -97,10 +97,10 @@ export function runPermissions(mayApply: boolean): Permissions {
   };
 }
 
-/** Teams are managed by owners only; there are no user memberships to update. */
-export function teamPermissions(principal: Principal, organizationId: string): Permissions {
+/** Teams are managed by owners only, and the owners team is never deleted; there are no user memberships to update. */
+export function teamPermissions(principal: Principal, organizationId: string, isOwnersTeam: boolean): Permissions {
   return {
-    'can-destroy': isOwner(principal, organizationId),
+    'can-destroy': !isOwnersTeam && isOwner(principal, organizationId),
     'can-update-membership': false,
   };
 }

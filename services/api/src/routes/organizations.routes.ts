@@ -1,5 +1,5 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { ApiError, EDITIONS, inLongTransaction, newId, notFound, Organization } from '@runtasks/shared';
+import { ApiError, createOwnersTeam, EDITIONS, inLongTransaction, newId, notFound, Organization } from '@runtasks/shared';
 import { z } from 'zod';
 import { principalsChanged } from '../auth/authenticate.ts';
 import { organizationPermissions } from '../auth/permissions.ts';
@@ -59,6 +59,7 @@ async function create(ctx: ApiContext): Promise<void> {
     edition: attributes.edition ?? 'standard',
     taskOverridesEnabled: attributes['task-overrides-enabled'] ?? false,
   });
+  createOwnersTeam(ctx.state.em, organization);
   await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
   respond(ctx, 201, single(serializeWithPermissions(ctx, organization)));
 }

@@ -1,5 +1,6 @@
 import {
   ApiError,
+  invalidAttribute,
   invalidParameter,
   newId,
   Team,
@@ -42,8 +43,17 @@ const IMPLIED: Record<Exclude<TeamWorkspaceAccess, 'custom'>, { runs: TeamRunsAc
   admin: { runs: 'apply', runTasks: true },
 };
 
+/** Custom permissions go with `access: custom` only, as in HCP: with a fixed level they would be dropped. */
+const CUSTOM_ATTRIBUTES = ['runs', 'run-tasks'] as const;
+
 function applyAccess(row: TeamWorkspace, attributes: z.output<typeof accessAttributes>): void {
   const access = attributes.access ?? row.access;
+  const custom = CUSTOM_ATTRIBUTES.find((name) => attributes[name] !== undefined);
+  if (access !== 'custom' && custom)
+    throw invalidAttribute(
+      `/data/attributes/${custom}`,
+      `${custom} is a custom permission: it is only set with access "custom" (this access is "${access}").`,
+    );
   row.access = access;
   if (access === 'custom') {
     if (attributes.runs !== undefined) row.runs = attributes.runs;

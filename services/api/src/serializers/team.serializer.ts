@@ -9,7 +9,7 @@ export function serializeTeam(team: Team, organizationName: string, permissions?
     type: 'teams',
     attributes: {
       name: team.name,
-      visibility: 'organization',
+      visibility: team.visibility,
       'users-count': 0,
       'organization-access': {
         'manage-run-tasks': team.manageRunTasks,

@@ -14,6 +14,7 @@ import { Migration20261124180000ResultStageTaskUnique } from './Migration2026112
 import { Migration20261125000000StatusDomains } from './Migration20261125000000StatusDomains.ts';
 import { Migration20261125120000StageCountReturning } from './Migration20261125120000StageCountReturning.ts';
 import { Migration20261125170000RunStagesPlanned } from './Migration20261125170000RunStagesPlanned.ts';
+import { Migration20261126500001OwnersTeams } from './Migration20261126500001OwnersTeams.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
 export const MIGRATIONS: MigrationObject[] = [
@@ -32,4 +33,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261125000000StatusDomains', class: Migration20261125000000StatusDomains },
   { name: 'Migration20261125120000StageCountReturning', class: Migration20261125120000StageCountReturning },
   { name: 'Migration20261125170000RunStagesPlanned', class: Migration20261125170000RunStagesPlanned },
+  { name: 'Migration20261126500001OwnersTeams', class: Migration20261126500001OwnersTeams },
 ];

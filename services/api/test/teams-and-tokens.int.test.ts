@@ -784,7 +784,11 @@ describe('teams, tokens and team access', () => {
           teamWorkspaceDocument(teamId, workspaceId, attributes),
         );
         if (attributes['access'] !== undefined) {
-          expectError(created, 422, pointer);
+          const error = expectError(created, 422, pointer);
+          // HCP's text: go-tfe's tests compare it.
+          expect(`${error.title}\n\n${error.detail}`).toBe(
+            `invalid attribute\n\n${pointer.endsWith('runs') ? 'Runs' : 'Run tasks'} is read-only when access level is '${String(attributes['access'])}'; use the 'custom' access level to set this attribute.`,
+          );
           const listed = await api(h, 'get', `/team-workspaces?filter%5Bworkspace%5D%5Bid%5D=${workspaceId}`, acme.organizationToken);
           expect(listed.body.data).toEqual([]);
         } else {

@@ -98,12 +98,11 @@ function listFilter(ctx: ApiContext): Record<string, unknown> {
     const parameter = String(issue?.path[0] ?? 'filter');
     throw invalidParameter(parameter, `${parameter} ${issue?.message ?? 'is not valid'}.`);
   }
-  const names = parsed.data['filter[names]'];
-  const search = parsed.data.q;
-  return {
-    ...(names && { name: { $in: names } }),
-    ...(search && { name: { ...(names && { $in: names }), $ilike: `%${search.replace(/[\\%_]/g, (match) => `\\${match}`)}%` } }),
-  };
+  const name: Record<string, unknown> = {};
+  if (parsed.data['filter[names]']) name['$in'] = parsed.data['filter[names]'];
+  // The text is matched as text: LIKE's wildcards and its escape character are escaped.
+  if (parsed.data.q) name['$ilike'] = `%${parsed.data.q.replace(/[\\%_]/g, (match) => `\\${match}`)}%`;
+  return Object.keys(name).length > 0 ? { name } : {};
 }
 
 async function list(ctx: ApiContext): Promise<void> {

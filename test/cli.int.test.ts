@@ -37,20 +37,25 @@ describe('admin CLI (docs/operations.md: Admin CLI)', () => {
     expect(orgToken.status).toBe(0);
     expect(adminToken.status).toBe(0);
     const secrets = createSecretBox(SECRET_KEY);
-    const rows = await withAdminClient(async () => {
+    const [rows, teams] = await withAdminClient(async () => {
       const { default: pg } = await import('pg');
       const client = new pg.Client({ connectionString: databaseUrl(database) });
       await client.connect();
       try {
-        return (
-          await client.query<{ kind: string; token_hash: string; edition: string | null }>(
-            `select t.kind, t.token_hash, o.edition from api_tokens t left join organizations o on o.id = t.organization_id order by t.kind`,
-          )
-        ).rows;
+        return [
+          (
+            await client.query<{ kind: string; token_hash: string; edition: string | null }>(
+              `select t.kind, t.token_hash, o.edition from api_tokens t left join organizations o on o.id = t.organization_id order by t.kind`,
+            )
+          ).rows,
+          (await client.query<{ name: string; is_owners: boolean }>(`select name, is_owners from teams`)).rows,
+        ] as const;
       } finally {
         await client.end();
       }
     });
+    // The organization came with its owners team.
+    expect(teams).toEqual([{ name: 'owners', is_owners: true }]);
     expect(rows).toEqual([
       { kind: 'admin', token_hash: secrets.hashToken(adminToken.stdout.trim()), edition: null },
       { kind: 'organization', token_hash: secrets.hashToken(orgToken.stdout.trim()), edition: 'free' },

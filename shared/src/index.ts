@@ -14,6 +14,7 @@ export * from './db/entities/index.ts';
 export * from './db/orm-config.ts';
 export * from './db/bootstrap.ts';
 export * from './db/long-work.ts';
+export * from './db/owners-team.ts';
 export * from './queue/names.ts';
 export * from './queue/backoff.ts';
 export * from './db/unavailable.ts';

@@ -1,5 +1,5 @@
 import { Command, InvalidArgumentError } from 'commander';
-import { EDITIONS, migrateUp, newId, Organization, pendingMigrations, Team, type Edition } from '@runtasks/shared';
+import { createOwnersTeam, EDITIONS, migrateUp, newId, Organization, pendingMigrations, Team, type Edition } from '@runtasks/shared';
 import { issueToken } from './auth/tokens.ts';
 import { bootstrap, runMain, StartupError, type Runtime } from './bootstrap.ts';
 
@@ -46,7 +46,7 @@ program
     await withRuntime(async ({ orm }) => {
       const em = orm.em.fork();
       if (await em.count(Organization, { name })) throw new StartupError(`An organization named ${name} already exists.`);
-      em.create(Organization, { id: newId('organization'), name, email: options.email, edition: options.edition });
+      createOwnersTeam(em, em.create(Organization, { id: newId('organization'), name, email: options.email, edition: options.edition }));
       await em.flush();
       process.stdout.write(`created organization ${name}\n`);
     });

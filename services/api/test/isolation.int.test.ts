@@ -1037,7 +1037,10 @@ describe('isolation matrix', () => {
       expect(run.status).toBe(200);
       expect(run.body.data.attributes.status).toBe('pending');
       const teams = await api(h, 'get', `/organizations/${ORG_A}/teams`, a.organizationToken);
-      expect(idsOf(teams).sort()).toEqual([a.teamId, grantedTeamId, allAccessTeamId].sort());
+      const ownersTeam = (teams.body.data as { id: string; attributes: { name: string } }[]).find(
+        (team) => team.attributes.name === 'owners',
+      );
+      expect(idsOf(teams).sort()).toEqual([ownersTeam?.id, a.teamId, grantedTeamId, allAccessTeamId].sort());
       const access = await api(h, 'get', `/team-workspaces/${real.id}`, a.organizationToken);
       expect(access.body.data.attributes.access).toBe('read');
       const task = await api(h, 'get', `/tasks/${real.task_id}`, a.organizationToken);

@@ -56,6 +56,8 @@ describe('teams, tokens and team access', () => {
       expect(created.body.data.attributes.token).toMatch(TOKEN_SHAPE);
       expect(created.body.data.attributes.description).toBe('CI');
       expect(created.body.data.attributes['expired-at']).toBe('2999-01-01T00:00:00.000Z');
+      // An organization token has no team to name.
+      expect(created.body.data.relationships).toBeUndefined();
 
       const token = created.body.data.attributes.token as string;
       expect((await api(h, 'get', `/organizations/${name}`, token)).status).toBe(200);
@@ -78,6 +80,40 @@ describe('teams, tokens and team access', () => {
       const empty = await api(h, 'post', `/organizations/${name}/authentication-token`, h.adminToken, {});
       expect(empty.status).toBe(201);
       expect(empty.body.data.attributes.token).toMatch(TOKEN_SHAPE);
+    });
+
+    // go-tfe sends `""`, HCP's documentation `authentication-token`; the answer is always `authentication-tokens`.
+    it.each(['', 'authentication-token', 'authentication-tokens'])(
+      'accepts data.type %j for organization and team tokens',
+      async (type) => {
+        const name = await createOrganization(h, uniqueName('types'));
+        const organizationToken = await api(h, 'post', `/organizations/${name}/authentication-token`, h.adminToken, {
+          data: { type, attributes: { 'expired-at': '2999-01-01T00:00:00Z' } },
+        });
+        expect(organizationToken.status).toBe(201);
+        expect(organizationToken.body.data.type).toBe('authentication-tokens');
+        expect(organizationToken.body.data.attributes['expired-at']).toBe('2999-01-01T00:00:00.000Z');
+        const team = await createTeam(h, name, h.adminToken, uniqueName('types'));
+        const teamToken = await api(h, 'post', `/teams/${team}/authentication-token`, h.adminToken, { data: { type } });
+        expect(teamToken.status).toBe(201);
+        expect(teamToken.body.data.type).toBe('authentication-tokens');
+        expect(teamToken.body.data.attributes.token).toMatch(TOKEN_SHAPE);
+      },
+    );
+
+    it('refuses ?token=audit-trails (400 naming the parameter) and issues or revokes nothing', async () => {
+      const name = await createOrganization(h, uniqueName('audit'));
+      const token = await createOrganizationToken(h, name);
+      for (const method of ['post', 'get', 'delete'] as const) {
+        const error = expectError(
+          await api(h, method, `/organizations/${name}/authentication-token?token=audit-trails`, h.adminToken),
+          400,
+        );
+        expect(error.source).toEqual({ parameter: 'token' });
+        expect(error.detail).toContain('token=audit-trails');
+      }
+      // The ordinary token is still the active one.
+      expect((await api(h, 'get', '/organizations', token)).status).toBe(200);
     });
 
     it('answers 422 for a body that is neither empty nor a token document', async () => {
@@ -281,11 +317,14 @@ describe('teams, tokens and team access', () => {
         const second = await createTeam(h, org.organization, org.organizationToken, 'second');
         const res = await api(h, 'get', `/organizations/${org.organization}/teams`, org.organizationToken);
         expect(res.status).toBe(200);
-        expect(res.body.data.map((team: { id: string }) => team.id)).toEqual([org.teamId, second]);
-        expect(res.body.meta.pagination['total-count']).toBe(2);
-        const page = await api(h, 'get', `/organizations/${org.organization}/teams?page[size]=1&page[number]=2`, h.adminToken);
+        // The owners team came with the organization.
+        const [owners, ...others] = res.body.data as { id: string; attributes: { name: string } }[];
+        expect(owners?.attributes.name).toBe('owners');
+        expect(others.map((team) => team.id)).toEqual([org.teamId, second]);
+        expect(res.body.meta.pagination['total-count']).toBe(3);
+        const page = await api(h, 'get', `/organizations/${org.organization}/teams?page[size]=1&page[number]=3`, h.adminToken);
         expect(page.body.data.map((team: { id: string }) => team.id)).toEqual([second]);
-        expect(page.body.meta.pagination).toMatchObject({ 'current-page': 2, 'total-pages': 2, 'next-page': null, 'prev-page': 1 });
+        expect(page.body.meta.pagination).toMatchObject({ 'current-page': 3, 'total-pages': 3, 'next-page': null, 'prev-page': 2 });
       });
 
       it('answers 404 to a team token and to another organization', async () => {
@@ -429,9 +468,11 @@ describe('teams, tokens and team access', () => {
       expect(first).toMatch(TOKEN_SHAPE);
       expect((await api(h, 'get', '/organizations', first)).status).toBe(200);
 
+      expect(created.body.data.relationships).toEqual({ team: { data: { type: 'teams', id } } });
       const shown = await api(h, 'get', `/teams/${id}/authentication-token`, acme.organizationToken);
       expect(shown.status).toBe(200);
       expect(shown.body.data.id).toBe(created.body.data.id);
+      expect(shown.body.data.relationships).toEqual({ team: { data: { type: 'teams', id } } });
       expect(shown.body.data.attributes.token).toBeNull();
       expect(shown.body.data.attributes.description).toBe('deploy');
 
@@ -488,13 +529,12 @@ describe('teams, tokens and team access', () => {
         ['admin', 'apply', true],
       ])('grants %s access with runs=%s and run-tasks=%s implied', async (access, runs, runTasks) => {
         const teamId = await createTeam(h, acme.organization, acme.organizationToken, uniqueName(`access-${access}`));
-        // The implied permissions win over any given alongside a fixed access level.
         const res = await api(
           h,
           'post',
           '/team-workspaces',
           acme.organizationToken,
-          teamWorkspaceDocument(teamId, workspaceId, { access, runs: 'read', 'run-tasks': !runTasks }),
+          teamWorkspaceDocument(teamId, workspaceId, { access }),
         );
         expect(res.status).toBe(201);
         expect(res.headers['content-type']).toContain(JSON_API);
@@ -730,6 +770,50 @@ describe('teams, tokens and team access', () => {
         );
         const shown = await api(h, 'get', `/team-workspaces/${accessA}`, acme.organizationToken);
         expect(shown.body.data.attributes.access).toBe('read');
+      });
+
+      // As HCP: custom permissions with a fixed level would be stored as something else than asked.
+      it.each<[Record<string, unknown>, string]>([
+        [{ access: 'read', runs: 'apply' }, '/data/attributes/runs'],
+        [{ access: 'admin', 'run-tasks': false }, '/data/attributes/run-tasks'],
+        [{ runs: 'plan' }, '/data/attributes/runs'],
+      ])('answers 422 for custom permissions with a fixed level (%j), creating and changing nothing', async (attributes, pointer) => {
+        const teamId = await createTeam(h, acme.organization, acme.organizationToken, uniqueName('fixed-level'));
+        const workspaceId = await createWorkspace(h, acme.organization, acme.organizationToken, uniqueName('fixed-level'));
+        const created = await api(
+          h,
+          'post',
+          '/team-workspaces',
+          acme.organizationToken,
+          teamWorkspaceDocument(teamId, workspaceId, attributes),
+        );
+        if (attributes['access'] !== undefined) {
+          const error = expectError(created, 422, pointer);
+          // HCP's text: go-tfe's tests compare it.
+          expect(`${error.title}\n\n${error.detail}`).toBe(
+            `invalid attribute\n\n${pointer.endsWith('runs') ? 'Runs' : 'Run tasks'} is read-only when access level is '${String(attributes['access'])}'; use the 'custom' access level to set this attribute.`,
+          );
+          const listed = await api(h, 'get', `/team-workspaces?filter%5Bworkspace%5D%5Bid%5D=${workspaceId}`, acme.organizationToken);
+          expect(listed.body.data).toEqual([]);
+        } else {
+          // No level given: the access is custom, and the permission is taken.
+          expect(created.status).toBe(201);
+          expect(created.body.data.attributes).toMatchObject({ access: 'custom', runs: 'plan' });
+        }
+        const id = await grantWorkspace(
+          h,
+          acme.organizationToken,
+          teamId,
+          await createWorkspace(h, acme.organization, acme.organizationToken, uniqueName('fixed')),
+          { access: 'read' },
+        );
+        expectError(
+          await api(h, 'patch', `/team-workspaces/${id}`, acme.organizationToken, { data: { type: 'team-workspaces', attributes } }),
+          422,
+          pointer,
+        );
+        const shown = await api(h, 'get', `/team-workspaces/${id}`, acme.organizationToken);
+        expect(shown.body.data.attributes).toMatchObject({ access: 'read', runs: 'read', 'run-tasks': false });
       });
 
       it('DELETE removes the access: 204, then 404, and the team loses the workspace', async () => {

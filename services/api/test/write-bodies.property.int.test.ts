@@ -808,10 +808,14 @@ describe('request bodies of every write route (property-based)', () => {
       const document = (attributes: Record<string, unknown>) => ({ path, body: { data: { type: 'authentication-tokens', attributes } } });
       return {
         attributes: '/data/attributes',
-        fields: resourceFields('authentication-tokens', {
-          description: str('text', 255, { nullable: true }),
-          'expired-at': datetime(true),
-        }),
+        fields: {
+          ...resourceFields('authentication-tokens', {
+            description: str('text', 255, { nullable: true }),
+            'expired-at': datetime(true),
+          }),
+          // go-tfe's "" and HCP's documented singular are accepted as well.
+          '/data/type': oneOf(['', 'authentication-token', 'authentication-tokens']),
+        },
         // Without data the body is `{}`, which is valid; so are missing attributes.
         required: ['/data/type'],
         success: 201,

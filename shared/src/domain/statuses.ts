@@ -58,6 +58,10 @@ export const FINAL_RUN_STATUSES: ReadonlySet<RunStatus> = new Set([
 export const TEAM_RUNS_ACCESS = ['read', 'plan', 'apply'] as const;
 export type TeamRunsAccess = (typeof TEAM_RUNS_ACCESS)[number];
 
+/** Who sees a team: its members only (HCP's default) or the whole organization. */
+export const TEAM_VISIBILITIES = ['secret', 'organization'] as const;
+export type TeamVisibility = (typeof TEAM_VISIBILITIES)[number];
+
 export const TEAM_WORKSPACE_ACCESS = ['read', 'plan', 'write', 'admin', 'custom'] as const;
 export type TeamWorkspaceAccess = (typeof TEAM_WORKSPACE_ACCESS)[number];
 

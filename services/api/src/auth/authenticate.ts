@@ -24,6 +24,7 @@ export interface TokenRow {
   manage_run_tasks: boolean | null;
   manage_workspaces: boolean | null;
   manage_policy_overrides: boolean | null;
+  is_owners: boolean | null;
   // However the pool's type parsers give timestamps back: as text or as dates.
   expires_at: string | Date | null;
   last_used_at: string | Date | null;
@@ -42,6 +43,9 @@ export function toPrincipal(row: TokenRow): Principal | undefined {
   if (row.kind === 'admin') return { kind: 'admin', tokenId: row.id };
   if (row.kind === 'organization' && row.organization_id)
     return { kind: 'organization', tokenId: row.id, organizationId: row.organization_id };
+  // The owners team's token holds owner rights, as the organization token does.
+  if (row.kind === 'team' && row.team_org_id && row.is_owners === true)
+    return { kind: 'organization', tokenId: row.id, organizationId: row.team_org_id };
   if (row.kind === 'team' && row.team_id && row.team_org_id) {
     return {
       kind: 'team',
@@ -59,7 +63,7 @@ export function toPrincipal(row: TokenRow): Principal | undefined {
 const TOKEN_PRINCIPAL = prepared(
   'token-principal',
   `select t.id, t.kind, t.organization_id, t.team_id, tm.organization_id as team_org_id,
-          tm.manage_run_tasks, tm.manage_workspaces, tm.manage_policy_overrides, t.expires_at, t.last_used_at
+          tm.manage_run_tasks, tm.manage_workspaces, tm.manage_policy_overrides, tm.is_owners, t.expires_at, t.last_used_at
      from api_tokens t left join teams tm on tm.id = t.team_id
     where t.token_hash = $1 and t.revoked_at is null and (t.expires_at is null or t.expires_at > now())`,
 );

@@ -1,7 +1,8 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { ApiError, EDITIONS, inLongTransaction, newId, notFound, Organization } from '@runtasks/shared';
+import { ApiError, createOwnersTeam, EDITIONS, inLongTransaction, newId, notFound, Organization } from '@runtasks/shared';
 import { z } from 'zod';
 import { principalsChanged } from '../auth/authenticate.ts';
+import { organizationPermissions } from '../auth/permissions.ts';
 import { isAdmin, isOwnerOf } from '../auth/principal.ts';
 import { organizationScope, ownerOrganizationScope } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
@@ -45,6 +46,9 @@ export async function findOrganization(ctx: ApiContext, owner = false): Promise<
   return orNotFound(scope && (await ctx.state.em.findOne(Organization, { ...scope, name } as FilterQuery<Organization>)));
 }
 
+const serializeWithPermissions = (ctx: ApiContext, organization: Organization) =>
+  serializeOrganization(organization, organizationPermissions(ctx.state.principal, organization.id));
+
 async function create(ctx: ApiContext): Promise<void> {
   if (!isAdmin(ctx.state.principal)) throw notFound();
   const { attributes } = parseWith(createSchema, ctx.request.body).data;
@@ -55,8 +59,9 @@ async function create(ctx: ApiContext): Promise<void> {
     edition: attributes.edition ?? 'standard',
     taskOverridesEnabled: attributes['task-overrides-enabled'] ?? false,
   });
+  createOwnersTeam(ctx.state.em, organization);
   await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
-  respond(ctx, 201, single(serializeOrganization(organization)));
+  respond(ctx, 201, single(serializeWithPermissions(ctx, organization)));
 }
 
 async function list(ctx: ApiContext): Promise<void> {
@@ -67,11 +72,20 @@ async function list(ctx: ApiContext): Promise<void> {
     limit: page.size,
     offset: page.offset,
   });
-  respond(ctx, 200, collection(organizations.map(serializeOrganization), page, total, publicRequestUrl(ctx)));
+  respond(
+    ctx,
+    200,
+    collection(
+      organizations.map((organization) => serializeWithPermissions(ctx, organization)),
+      page,
+      total,
+      publicRequestUrl(ctx),
+    ),
+  );
 }
 
 async function show(ctx: ApiContext): Promise<void> {
-  respond(ctx, 200, single(serializeOrganization(await findOrganization(ctx))));
+  respond(ctx, 200, single(serializeWithPermissions(ctx, await findOrganization(ctx))));
 }
 
 async function update(ctx: ApiContext): Promise<void> {
@@ -90,7 +104,7 @@ async function update(ctx: ApiContext): Promise<void> {
   if (attributes.edition !== undefined) organization.edition = attributes.edition;
   if (attributes['task-overrides-enabled'] !== undefined) organization.taskOverridesEnabled = attributes['task-overrides-enabled'];
   await ctx.state.em.flush();
-  respond(ctx, 200, single(serializeOrganization(organization)));
+  respond(ctx, 200, single(serializeWithPermissions(ctx, organization)));
 }
 
 async function destroy(ctx: ApiContext): Promise<void> {

@@ -17,7 +17,9 @@ import {
   type TaskRow,
 } from '@runtasks/shared';
 import { z } from 'zod';
+import { runPermissions, workspaceRights } from '../auth/permissions.ts';
 import type { Principal } from '../auth/principal.ts';
+import { workspaceGrants } from '../auth/workspace-grants.ts';
 import { readableWorkspaceParams, workspaceAccessSql, workspaceScope, WORKSPACE_ROW, type WorkspaceNeed } from '../auth/scopes.ts';
 import { poolOf, type ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
@@ -106,6 +108,12 @@ export async function findRun(ctx: ApiContext, need: WorkspaceNeed, where: Filte
 export function canOverrideTasks(principal: Principal, organizationId: string): boolean {
   if (principal.kind === 'team') return principal.organizationId === organizationId && principal.managePolicyOverrides;
   return principal.kind === 'admin' || principal.organizationId === organizationId;
+}
+
+/** Whether the caller may apply, cancel and discard runs in this workspace: at most one query. */
+async function mayApplyIn(ctx: ApiContext, organizationId: string, workspaceId: string): Promise<boolean> {
+  const grants = await workspaceGrants(ctx.state.em, ctx.state.principal, [workspaceId]);
+  return workspaceRights(ctx.state.principal, organizationId, grants.get(workspaceId) ?? null).runs === 'apply';
 }
 
 const stageOrder = (stage: TaskStage): number => RUN_STAGES.indexOf(stage.stage);
@@ -229,7 +237,7 @@ async function create(ctx: ApiContext): Promise<void> {
   );
   // Committed: its job goes to the workers now, not on the relay's next poll (which publishes it too).
   ctx.deps.ops?.publishRunCreated?.(job);
-  respond(ctx, 201, single(serializeRun(run, stageIds)));
+  respond(ctx, 201, single(serializeRun(run, stageIds, runPermissions(place.mayApply))));
 }
 
 /** The runs' plans and applies as included resources, where `include` asks for them. */
@@ -249,6 +257,7 @@ async function show(ctx: ApiContext): Promise<void> {
     ...(include.has('task_stages') ? await includedStages(ctx, [run], stagesByRun) : []),
     ...includedExecutions(include, [run]),
   ];
+  const permissions = runPermissions(await mayApplyIn(ctx, run.organization.id, run.workspace.id));
   respond(
     ctx,
     200,
@@ -256,6 +265,7 @@ async function show(ctx: ApiContext): Promise<void> {
       serializeRun(
         run,
         stages.map((stage) => stage.id),
+        permissions,
       ),
       included,
     ),
@@ -272,10 +282,12 @@ async function listForWorkspace(ctx: ApiContext): Promise<void> {
     { orderBy: { createdAt: 'desc', id: 'desc' }, limit: page.size, offset: page.offset },
   );
   const stages = await stagesOf(ctx, runs);
+  const permissions = runPermissions(await mayApplyIn(ctx, workspace.organization.id, workspace.id));
   const resources = runs.map((run) =>
     serializeRun(
       run,
       (stages.get(run.id) ?? []).map((stage) => stage.id),
+      permissions,
     ),
   );
   const included = [...(include.has('task_stages') ? await includedStages(ctx, runs, stages) : []), ...includedExecutions(include, runs)];

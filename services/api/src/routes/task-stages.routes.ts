@@ -1,6 +1,8 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { notFound, prepared, runPrepared, RUN_STAGES, TaskResult, TaskStage } from '@runtasks/shared';
 import { z } from 'zod';
+import { runPermissions, workspacePermissions, workspaceRights } from '../auth/permissions.ts';
+import { workspaceGrants } from '../auth/workspace-grants.ts';
 import { readableWorkspaceParams, readableWorkspaceSql, RUN_ROW, workspaceScope } from '../auth/scopes.ts';
 import { poolOf, type ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
@@ -61,10 +63,18 @@ async function render(
     // The included run is the run's own document: all of its stages, not only those on this page.
     const runs = [...new Map(stages.map((stage) => [stage.run.id, stage.run])).values()];
     const siblings = (await em.find(TaskStage, { run: { $in: runs.map((run) => run.id) } })).sort((a, b) => stageOrder(a) - stageOrder(b));
+    // With the caller's permissions, as the run's and the workspace's own documents have them.
+    const grants = await workspaceGrants(
+      em,
+      ctx.state.principal,
+      runs.map((run) => run.workspace.id),
+    );
     for (const run of runs) {
       const stageIds = siblings.filter((other) => other.run.id === run.id).map((other) => other.id);
-      included.push(serializeRun(run, stageIds));
-      if (include.has('run.workspace')) included.push(serializeWorkspace(run.workspace, run.organization.name));
+      const rights = workspaceRights(ctx.state.principal, run.organization.id, grants.get(run.workspace.id) ?? null);
+      included.push(serializeRun(run, stageIds, runPermissions(rights.runs === 'apply')));
+      if (include.has('run.workspace'))
+        included.push(serializeWorkspace(run.workspace, run.organization.name, workspacePermissions(rights)));
     }
   }
   return { data, included };

@@ -1,5 +1,6 @@
 import {
   ApiError,
+  invalidAttribute,
   invalidParameter,
   newId,
   Team,
@@ -42,8 +43,20 @@ const IMPLIED: Record<Exclude<TeamWorkspaceAccess, 'custom'>, { runs: TeamRunsAc
   admin: { runs: 'apply', runTasks: true },
 };
 
+/** Custom permissions go with `access: custom` only, as in HCP: with a fixed level they would be dropped. */
+const CUSTOM_ATTRIBUTES = ['runs', 'run-tasks'] as const;
+
+/** HCP's words for a custom attribute, in its error detail (go-tfe's tests compare the text). */
+const CUSTOM_LABELS: Record<(typeof CUSTOM_ATTRIBUTES)[number], string> = { runs: 'Runs', 'run-tasks': 'Run tasks' };
+
 function applyAccess(row: TeamWorkspace, attributes: z.output<typeof accessAttributes>): void {
   const access = attributes.access ?? row.access;
+  const custom = CUSTOM_ATTRIBUTES.find((name) => attributes[name] !== undefined);
+  if (access !== 'custom' && custom)
+    throw invalidAttribute(
+      `/data/attributes/${custom}`,
+      `${CUSTOM_LABELS[custom]} is read-only when access level is '${access}'; use the 'custom' access level to set this attribute.`,
+    );
   row.access = access;
   if (access === 'custom') {
     if (attributes.runs !== undefined) row.runs = attributes.runs;

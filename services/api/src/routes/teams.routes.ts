@@ -1,7 +1,8 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { newId, Team } from '@runtasks/shared';
+import { ApiError, invalidAttribute, invalidParameter, newId, OWNERS_TEAM_NAME, Team, TEAM_VISIBILITIES } from '@runtasks/shared';
 import { z } from 'zod';
 import { principalsChanged } from '../auth/authenticate.ts';
+import { teamPermissions } from '../auth/permissions.ts';
 import { ownerOrganizationScope } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
@@ -22,10 +23,16 @@ const organizationAccess = z
 
 const teamName = safeText(255).min(1, 'must not be empty');
 
-const createSchema = resourceDocument('teams', z.object({ name: teamName, 'organization-access': organizationAccess }), noRelationships);
+const visibility = z.enum(TEAM_VISIBILITIES).optional();
+
+const createSchema = resourceDocument(
+  'teams',
+  z.object({ name: teamName, 'organization-access': organizationAccess, visibility }),
+  noRelationships,
+);
 const updateSchema = resourceDocument(
   'teams',
-  z.object({ name: teamName.optional(), 'organization-access': organizationAccess }).default({}),
+  z.object({ name: teamName.optional(), 'organization-access': organizationAccess, visibility }).default({}),
   noRelationships,
 );
 
@@ -36,6 +43,21 @@ function applyAccess(team: Team, access: AccessInput): void {
   if (access?.['manage-workspaces'] !== undefined) team.manageWorkspaces = access['manage-workspaces'];
   if (access?.['manage-policy-overrides'] !== undefined) team.managePolicyOverrides = access['manage-policy-overrides'];
 }
+
+/** The owners team keeps its name and every organization-level right: refuse a change by name. */
+function refuseOwnersChange(team: Team, attributes: z.output<typeof updateSchema>['data']['attributes']): void {
+  if (!team.isOwners) return;
+  if (attributes.name !== undefined && attributes.name !== OWNERS_TEAM_NAME)
+    throw invalidAttribute('/data/attributes/name', 'The owners team cannot be renamed.');
+  const access = attributes['organization-access'] ?? {};
+  for (const [key, value] of Object.entries(access)) {
+    if (value === false)
+      throw invalidAttribute(`/data/attributes/organization-access/${key}`, 'The owners team keeps every organization-level permission.');
+  }
+}
+
+const withPermissions = (ctx: ApiContext, team: Team, organization: { id: string; name: string }) =>
+  serializeTeam(team, organization.name, teamPermissions(ctx.state.principal, organization.id, team.isOwners));
 
 /** Teams are managed by owners only; the team is loaded with its organization in one scoped query. */
 async function findTeam(ctx: ApiContext): Promise<Team> {
@@ -52,24 +74,50 @@ async function create(ctx: ApiContext): Promise<void> {
   const organization = await findOrganization(ctx, true);
   const { attributes } = parseWith(createSchema, ctx.request.body).data;
   const team = ctx.state.em.create(Team, { id: newId('team'), organization, name: attributes.name });
+  if (attributes.visibility !== undefined) team.visibility = attributes.visibility;
   applyAccess(team, attributes['organization-access']);
   await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
-  respond(ctx, 201, single(serializeTeam(team, organization.name)));
+  respond(ctx, 201, single(withPermissions(ctx, team, organization)));
+}
+
+const listQuery = z.object({
+  // go-tfe joins the names with commas; a name may not be empty.
+  'filter[names]': z
+    .string('must be given at most once')
+    .transform((value) => value.split(','))
+    .refine((names) => names.every((name) => name.length > 0 && name.length <= 255), 'must be team names separated by commas')
+    .optional(),
+  q: z.string('must be given at most once').max(255, 'must be at most 255 characters').optional(),
+});
+
+/** `filter[names]`: exactly these names; `q`: names containing the text, in any case. */
+function listFilter(ctx: ApiContext): Record<string, unknown> {
+  const parsed = listQuery.safeParse(ctx.query);
+  if (!parsed.success) {
+    const [issue] = parsed.error.issues;
+    const parameter = String(issue?.path[0] ?? 'filter');
+    throw invalidParameter(parameter, `${parameter} ${issue?.message ?? 'is not valid'}.`);
+  }
+  const name: Record<string, unknown> = {};
+  if (parsed.data['filter[names]']) name['$in'] = parsed.data['filter[names]'];
+  // The text is matched as text: LIKE's wildcards and its escape character are escaped.
+  if (parsed.data.q) name['$ilike'] = `%${parsed.data.q.replace(/[\\%_]/g, (match) => `\\${match}`)}%`;
+  return Object.keys(name).length > 0 ? { name } : {};
 }
 
 async function list(ctx: ApiContext): Promise<void> {
   const organization = await findOrganization(ctx, true);
   const page = parsePage(ctx.query);
-  const [teams, total] = await ctx.state.em.findAndCount(
-    Team,
-    { organization: organization.id },
-    { orderBy: { createdAt: 'asc', id: 'asc' }, limit: page.size, offset: page.offset },
-  );
+  const [teams, total] = await ctx.state.em.findAndCount(Team, { organization: organization.id, ...listFilter(ctx) } as FilterQuery<Team>, {
+    orderBy: { createdAt: 'asc', id: 'asc' },
+    limit: page.size,
+    offset: page.offset,
+  });
   respond(
     ctx,
     200,
     collection(
-      teams.map((team) => serializeTeam(team, organization.name)),
+      teams.map((team) => withPermissions(ctx, team, organization)),
       page,
       total,
       publicRequestUrl(ctx),
@@ -79,22 +127,25 @@ async function list(ctx: ApiContext): Promise<void> {
 
 async function show(ctx: ApiContext): Promise<void> {
   const team = await findTeam(ctx);
-  respond(ctx, 200, single(serializeTeam(team, team.organization.name)));
+  respond(ctx, 200, single(withPermissions(ctx, team, team.organization)));
 }
 
 async function update(ctx: ApiContext): Promise<void> {
   const team = await findTeam(ctx);
   const { attributes } = parseWith(updateSchema, ctx.request.body).data;
+  refuseOwnersChange(team, attributes);
   if (attributes.name !== undefined) team.name = attributes.name;
+  if (attributes.visibility !== undefined) team.visibility = attributes.visibility;
   applyAccess(team, attributes['organization-access']);
   await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
   // Its tokens' permissions may have changed.
   principalsChanged(ctx);
-  respond(ctx, 200, single(serializeTeam(team, team.organization.name)));
+  respond(ctx, 200, single(withPermissions(ctx, team, team.organization)));
 }
 
 async function destroy(ctx: ApiContext): Promise<void> {
   const team = await findTeam(ctx);
+  if (team.isOwners) throw new ApiError(422, 'invalid request', 'The owners team cannot be deleted.');
   await ctx.state.em.nativeDelete(Team, { id: team.id });
   principalsChanged(ctx);
   respond(ctx, 204);
@@ -114,7 +165,7 @@ export const teamRoutes: RouteDef[] = [
     path: '/organizations/:organization_name/teams',
     auth: 'token',
     summary: "List an organization's teams",
-    query: { page: true },
+    query: { page: true, params: ['filter[names]', 'q'] },
     handler: list,
   },
   { method: 'GET', path: '/teams/:team_id', auth: 'token', summary: 'Show a team', handler: show },

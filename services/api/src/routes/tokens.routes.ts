@@ -1,5 +1,5 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { ApiToken, Team } from '@runtasks/shared';
+import { ApiToken, invalidParameter, Team } from '@runtasks/shared';
 import { z } from 'zod';
 import { ownerOrganizationScope } from '../auth/scopes.ts';
 import { principalsChanged } from '../auth/authenticate.ts';
@@ -10,22 +10,33 @@ import { single } from '../http/jsonapi.ts';
 import { serializeToken } from '../serializers/token.serializer.ts';
 import { orNotFound, respond, type RouteDef } from './define.ts';
 import { findOrganization } from './organizations.routes.ts';
-import { noRelationships, resourceDocument, safeText } from './schemas.ts';
+import { noRelationships, safeText } from './schemas.ts';
 
-const createSchema = resourceDocument(
-  'authentication-tokens',
-  z
-    .object({
-      description: safeText(255).nullable().optional(),
-      'expired-at': z.iso
-        .datetime({ offset: true })
-        .refine((value) => Date.parse(value) > Date.now(), 'must be in the future')
-        .nullable()
-        .optional(),
-    })
-    .default({}),
-  noRelationships,
-);
+/**
+ * The types a token's create document may name: go-tfe sends `""`, HCP's documentation says
+ * `authentication-token`, and the responses' own type is `authentication-tokens`. Any of them is the same request.
+ */
+export const TOKEN_DOCUMENT_TYPES = ['', 'authentication-token', 'authentication-tokens'] as const;
+
+const tokenAttributes = z
+  .object({
+    description: safeText(255).nullable().optional(),
+    'expired-at': z.iso
+      .datetime({ offset: true })
+      .refine((value) => Date.parse(value) > Date.now(), 'must be in the future')
+      .nullable()
+      .optional(),
+  })
+  .default({});
+
+const createSchema = z.object({
+  data: z.object({
+    type: z.enum(TOKEN_DOCUMENT_TYPES),
+    id: z.string().optional(),
+    attributes: tokenAttributes,
+    relationships: noRelationships,
+  }),
+});
 
 type TokenAttributes = z.output<typeof createSchema>['data']['attributes'];
 
@@ -37,6 +48,21 @@ function parseTokenAttributes(body: unknown): TokenAttributes {
   if (body === undefined || (typeof body === 'object' && body !== null && !Array.isArray(body) && Object.keys(body).length === 0))
     return {};
   return parseWith(createSchema, body).data.attributes;
+}
+
+/**
+ * HCP's `?token=audit-trails` addresses an organization's audit trail token. There is no audit trail
+ * here, so any `token` parameter is refused by name rather than answered with the ordinary token.
+ */
+function refuseTokenKind(ctx: ApiContext): void {
+  const kind = ctx.query['token'];
+  if (kind === undefined) return;
+  const shown = Array.isArray(kind) ? kind.join(',') : kind;
+  throw invalidParameter(
+    'token',
+    `token=${shown} is not supported: this service has no audit trail, so it issues no audit trail tokens. Leave out the token parameter.`,
+    400,
+  );
 }
 
 function expiryOf(value: string | null | undefined): Date | null {
@@ -70,6 +96,7 @@ const teamOwner: TokenOwner = {
 
 function tokenRoutesFor(owner: TokenOwner): RouteDef[] {
   const create = async (ctx: ApiContext): Promise<void> => {
+    refuseTokenKind(ctx);
     const ownerFilter = await owner.find(ctx);
     const attributes = parseTokenAttributes(ctx.request.body);
     const { token, secret } = await issueToken(ctx.state.em, ctx.deps.secrets, {
@@ -84,10 +111,12 @@ function tokenRoutesFor(owner: TokenOwner): RouteDef[] {
     respond(ctx, 201, single(serializeToken(token, secret)));
   };
   const show = async (ctx: ApiContext): Promise<void> => {
+    refuseTokenKind(ctx);
     const where = { kind: owner.kind, ...(await owner.find(ctx)), revokedAt: null } as FilterQuery<ApiToken>;
     respond(ctx, 200, single(serializeToken(orNotFound(await ctx.state.em.findOne(ApiToken, where)))));
   };
   const revoke = async (ctx: ApiContext): Promise<void> => {
+    refuseTokenKind(ctx);
     const where = { kind: owner.kind, ...(await owner.find(ctx)), revokedAt: null } as FilterQuery<ApiToken>;
     const revoked = await ctx.state.em.nativeUpdate(ApiToken, where, { revokedAt: new Date() });
     orNotFound(revoked > 0 ? revoked : null);

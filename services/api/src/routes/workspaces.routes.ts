@@ -1,10 +1,13 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { EXECUTION_MODES, inLongTransaction, newId, notFound, Workspace } from '@runtasks/shared';
 import { z } from 'zod';
+import { workspacePermissions, workspaceRights, type WorkspaceGrant } from '../auth/permissions.ts';
+import type { Principal } from '../auth/principal.ts';
+import { workspaceGrants } from '../auth/workspace-grants.ts';
 import { canCreateWorkspaces, workspaceScope, type WorkspaceNeed } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
-import { single } from '../http/jsonapi.ts';
+import { single, type Resource } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
 import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
 import { orNotFound, publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
@@ -52,6 +55,25 @@ export async function findWorkspace(ctx: ApiContext, need: WorkspaceNeed, where:
   return orNotFound(workspace);
 }
 
+const permissionsOn = (principal: Principal, workspace: Workspace, grants: ReadonlyMap<string, WorkspaceGrant>) =>
+  workspacePermissions(workspaceRights(principal, workspace.organization.id, grants.get(workspace.id) ?? null));
+
+/** The workspaces with the caller's permissions on each: at most one query for the whole list. */
+async function serializeWorkspacesFor(ctx: ApiContext, workspaces: readonly Workspace[], organizationName: string): Promise<Resource[]> {
+  const principal = ctx.state.principal;
+  const grants = await workspaceGrants(
+    ctx.state.em,
+    principal,
+    workspaces.map((workspace) => workspace.id),
+  );
+  return workspaces.map((workspace) => serializeWorkspace(workspace, organizationName, permissionsOn(principal, workspace, grants)));
+}
+
+async function serializeWorkspaceFor(ctx: ApiContext, workspace: Workspace, organizationName: string): Promise<Resource> {
+  const grants = await workspaceGrants(ctx.state.em, ctx.state.principal, [workspace.id]);
+  return serializeWorkspace(workspace, organizationName, permissionsOn(ctx.state.principal, workspace, grants));
+}
+
 const byId = (ctx: ApiContext): FilterQuery<Workspace> => ({ id: ctx.params['workspace_id'] ?? '' });
 const byName = (ctx: ApiContext): FilterQuery<Workspace> => ({
   name: ctx.params['workspace_name'] ?? '',
@@ -65,7 +87,7 @@ async function create(ctx: ApiContext): Promise<void> {
   const workspace = ctx.state.em.create(Workspace, { id: newId('workspace'), organization, name: input.name });
   applyAttributes(workspace, input);
   await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
-  respond(ctx, 201, single(serializeWorkspace(workspace, organization.name)));
+  respond(ctx, 201, single(await serializeWorkspaceFor(ctx, workspace, organization.name)));
 }
 
 async function list(ctx: ApiContext): Promise<void> {
@@ -77,22 +99,13 @@ async function list(ctx: ApiContext): Promise<void> {
     { $and: [scope, { organization: organization.id }] } as FilterQuery<Workspace>,
     { orderBy: { name: 'asc', id: 'asc' }, limit: page.size, offset: page.offset },
   );
-  respond(
-    ctx,
-    200,
-    collection(
-      workspaces.map((workspace) => serializeWorkspace(workspace, organization.name)),
-      page,
-      total,
-      publicRequestUrl(ctx),
-    ),
-  );
+  respond(ctx, 200, collection(await serializeWorkspacesFor(ctx, workspaces, organization.name), page, total, publicRequestUrl(ctx)));
 }
 
 function showWith(where: (ctx: ApiContext) => FilterQuery<Workspace>) {
   return async (ctx: ApiContext): Promise<void> => {
     const workspace = await findWorkspace(ctx, 'read', where(ctx));
-    respond(ctx, 200, single(serializeWorkspace(workspace, workspace.organization.name)));
+    respond(ctx, 200, single(await serializeWorkspaceFor(ctx, workspace, workspace.organization.name)));
   };
 }
 
@@ -101,7 +114,7 @@ function updateWith(where: (ctx: ApiContext) => FilterQuery<Workspace>) {
     const workspace = await findWorkspace(ctx, 'manage', where(ctx));
     applyAttributes(workspace, parseWith(updateSchema, ctx.request.body).data.attributes);
     await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
-    respond(ctx, 200, single(serializeWorkspace(workspace, workspace.organization.name)));
+    respond(ctx, 200, single(await serializeWorkspaceFor(ctx, workspace, workspace.organization.name)));
   };
 }
 

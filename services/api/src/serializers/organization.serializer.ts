@@ -1,8 +1,12 @@
 import { FREE_RUN_TASK_LIMIT, FREE_RUN_TASK_WORKSPACE_LIMIT, type Organization } from '@runtasks/shared';
+import type { Permissions } from '../auth/permissions.ts';
 import { selfLink, timestamp, type Resource } from '../http/jsonapi.ts';
 
-/** HCP addresses organizations by name: the resource id is the name, `external-id` the opaque id. */
-export function serializeOrganization(organization: Organization): Resource {
+/**
+ * HCP addresses organizations by name: the resource id is the name, `external-id` the opaque id.
+ * `permissions` are the caller's (left out where the caller is not known, e.g. an included resource).
+ */
+export function serializeOrganization(organization: Organization, permissions?: Permissions): Resource {
   return {
     id: organization.name,
     type: 'organizations',
@@ -14,6 +18,7 @@ export function serializeOrganization(organization: Organization): Resource {
       'task-overrides-enabled': organization.taskOverridesEnabled,
       'created-at': timestamp(organization.createdAt),
       'updated-at': timestamp(organization.updatedAt),
+      ...(permissions && { permissions }),
     },
     relationships: {
       'entitlement-set': { data: { id: organization.id, type: 'entitlement-sets' } },

@@ -1,4 +1,5 @@
 import { planStatus, runActionSubject, runActionTarget, type Run } from '@runtasks/shared';
+import type { Permissions } from '../auth/permissions.ts';
 import { selfLink, timestamp, toMany, toOne, type Resource } from '../http/jsonapi.ts';
 
 /** What a run's document shows: the entity, or a run just created without the unit of work. */
@@ -20,7 +21,8 @@ export type RunView = Pick<
   | 'configurationVersionId'
 > & { workspace: { id: string } };
 
-export function serializeRun(run: RunView, taskStageIds: readonly string[]): Resource {
+/** `permissions` are the caller's (left out in included resources). */
+export function serializeRun(run: RunView, taskStageIds: readonly string[], permissions?: Permissions): Resource {
   const subject = runActionSubject(run);
   return {
     id: run.id,
@@ -43,6 +45,7 @@ export function serializeRun(run: RunView, taskStageIds: readonly string[]): Res
         'is-discardable': runActionTarget('discard', subject) !== null,
         'is-force-cancelable': false,
       },
+      ...(permissions && { permissions }),
     },
     relationships: {
       workspace: toOne('workspaces', run.workspace.id),

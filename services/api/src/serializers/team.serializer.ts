@@ -1,13 +1,15 @@
 import type { Team, TeamWorkspace } from '@runtasks/shared';
+import type { Permissions } from '../auth/permissions.ts';
 import { selfLink, timestamp, toOne, type Resource } from '../http/jsonapi.ts';
 
-export function serializeTeam(team: Team, organizationName: string): Resource {
+/** `permissions` are the caller's. */
+export function serializeTeam(team: Team, organizationName: string, permissions?: Permissions): Resource {
   return {
     id: team.id,
     type: 'teams',
     attributes: {
       name: team.name,
-      visibility: 'organization',
+      visibility: team.visibility,
       'users-count': 0,
       'organization-access': {
         'manage-run-tasks': team.manageRunTasks,
@@ -16,6 +18,7 @@ export function serializeTeam(team: Team, organizationName: string): Resource {
       },
       'created-at': timestamp(team.createdAt),
       'updated-at': timestamp(team.updatedAt),
+      ...(permissions && { permissions }),
     },
     relationships: { organization: toOne('organizations', organizationName) },
     links: selfLink(`/teams/${team.id}`),

@@ -1,5 +1,5 @@
 import type { ApiToken } from '@runtasks/shared';
-import { selfLink, timestamp, type Resource } from '../http/jsonapi.ts';
+import { selfLink, timestamp, toOne, type Resource } from '../http/jsonapi.ts';
 
 /** The plaintext token is included only in the response that creates it. */
 export function serializeToken(token: ApiToken, secret?: string): Resource {
@@ -13,6 +13,8 @@ export function serializeToken(token: ApiToken, secret?: string): Resource {
       'last-used-at': timestamp(token.lastUsedAt),
       'expired-at': timestamp(token.expiresAt),
     },
+    // A team token names its team, as HCP's does (go-tfe's TeamToken reads it).
+    ...(token.team && { relationships: { team: toOne('teams', token.team.id) } }),
     links: selfLink(`/authentication-tokens/${token.id}`),
   };
 }

@@ -1,7 +1,9 @@
 import type { Workspace } from '@runtasks/shared';
+import type { Permissions } from '../auth/permissions.ts';
 import { selfLink, timestamp, toOne, type Resource } from '../http/jsonapi.ts';
 
-export function serializeWorkspace(workspace: Workspace, organizationName: string): Resource {
+/** `permissions` are the caller's (left out in included resources). */
+export function serializeWorkspace(workspace: Workspace, organizationName: string, permissions?: Permissions): Resource {
   return {
     id: workspace.id,
     type: 'workspaces',
@@ -14,6 +16,7 @@ export function serializeWorkspace(workspace: Workspace, organizationName: strin
       'execution-mode': workspace.executionMode,
       'created-at': timestamp(workspace.createdAt),
       'updated-at': timestamp(workspace.updatedAt),
+      ...(permissions && { permissions }),
     },
     relationships: { organization: toOne('organizations', organizationName) },
     links: selfLink(`/organizations/${organizationName}/workspaces/${workspace.name}`),

@@ -1,4 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
+import { TEAM_VISIBILITIES } from '../../domain/statuses.ts';
 import { PRINCIPALS_NOTIFY } from '../principals-notify.ts';
 import { Organization } from './organization.entity.ts';
 
@@ -25,6 +26,9 @@ const TeamSchema = defineEntity({
     manageRunTasks: p.boolean().default(false),
     manageWorkspaces: p.boolean().default(false),
     managePolicyOverrides: p.boolean().default(false),
+    // The organization's owners team: its token acts with owner rights; it is never renamed or deleted.
+    isOwners: p.boolean().default(false),
+    visibility: p.enum(TEAM_VISIBILITIES).default('secret'),
     createdAt: p.datetime().onCreate(() => new Date()),
     updatedAt: p
       .datetime()

@@ -18,6 +18,7 @@ import { Migration20261126100000LocalExecution } from './Migration20261126100000
 import { Migration20261126200000OutcomeBytes } from './Migration20261126200000OutcomeBytes.ts';
 import { Migration20261126300000TokenCreatedNotify } from './Migration20261126300000TokenCreatedNotify.ts';
 import { Migration20261126400000PageSessions } from './Migration20261126400000PageSessions.ts';
+import { Migration20261126500001OwnersTeams } from './Migration20261126500001OwnersTeams.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
 export const MIGRATIONS: MigrationObject[] = [
@@ -40,4 +41,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261126200000OutcomeBytes', class: Migration20261126200000OutcomeBytes },
   { name: 'Migration20261126300000TokenCreatedNotify', class: Migration20261126300000TokenCreatedNotify },
   { name: 'Migration20261126400000PageSessions', class: Migration20261126400000PageSessions },
+  { name: 'Migration20261126500001OwnersTeams', class: Migration20261126500001OwnersTeams },
 ];

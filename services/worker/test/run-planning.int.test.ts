@@ -121,8 +121,11 @@ describe("a run's task stages are planned once", () => {
       await attachTask(fx.h, fx.f, workspaceId, taskIds[1] ?? '', 'mandatory', ['pre_apply']);
       // The second planner read the run before the first committed, and waits for the lock.
       const second = fx.advance(runId);
+      // Asked on another connection: inside first's transaction, pg_stat_activity stays as it first read it.
       await eventually(async () => {
-        const { rows } = await first.query<{ waiting: number }>(
+        const { rows } = await (
+          await nativePool(fx.orm.em)
+        ).query<{ waiting: number }>(
           `select count(*)::int as waiting from pg_stat_activity where wait_event_type = 'Lock' and query like '%for update%' and datname = current_database()`,
         );
         return (rows[0]?.waiting ?? 0) > 0 || undefined;

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { type Browser, type Page } from 'playwright-core';
+import { launchChromium } from '../../../test/support/browser.ts';
 import { seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
 
@@ -7,17 +8,6 @@ import { startHarness, type Harness } from '../../../test/support/harness.ts';
  * The API reference page in a real browser (Debian's Chromium through playwright-core): Swagger UI
  * renders every operation under the page's own CSP, and try-it-out calls the API with a bearer token.
  */
-
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 interface Watched {
   violations: string[];
@@ -54,7 +44,7 @@ describe('the API reference page in a browser', () => {
     org = await seedOrganization(h, 'reference');
     const doc = (await (await fetch(`${h.baseUrl}/openapi.json`)).json()) as { paths: Record<string, object> };
     operations = Object.values(doc.paths).reduce((sum, path) => sum + Object.keys(path).length, 0);
-    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+    browser = await launchChromium();
   }, 60_000);
 
   afterAll(async () => {

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { mkdirSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { chromium, type Browser } from 'playwright-core';
+import { type Browser } from 'playwright-core';
+import { launchChromium } from '../../../test/support/browser.ts';
 import { UNAUTHORIZED } from '../../../test/support/assertions.ts';
 import { createRun, eventually, JSON_API, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
@@ -14,16 +15,6 @@ import { startWorker, type RunningWorker } from '../../worker/src/worker.ts';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const SCREENSHOT = `${ROOT}test-results/dashboard.png`;
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 const basic = (password: string): string => `Basic ${Buffer.from(`admin:${password}`).toString('base64')}`;
 
@@ -42,7 +33,7 @@ describe('the queue dashboard in a browser', () => {
     // The worker has completed at least one job (the run.created of that run).
     await eventually(async () => ((await worker.queue.getJobCounts('completed')).completed ?? 0) > 0 || undefined, 20_000);
     dashboard = `${h.baseUrl}/admin/queues`;
-    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+    browser = await launchChromium();
   }, 60_000);
 
   afterAll(async () => {

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { loggerOptions } from '@runtasks/shared';
 import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { launchChromium } from '../../../test/support/browser.ts';
 import { pino } from 'pino';
 import {
   attachTask,
@@ -26,14 +27,6 @@ import { startWorker, type RunningWorker } from '../../worker/src/worker.ts';
  */
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-];
 const CSP_LOG = 'content security policy violation';
 /** Every attempt to run script in what task servers send sets this, were it to run. */
 const PWNED = 'window.__pwned=1';
@@ -150,7 +143,7 @@ describe('the run pages in a browser', () => {
     const otherToken = await createOrganizationToken(h, other);
     const otherWorkspace = await createWorkspace(h, other, otherToken, 'secret-ws');
     foreignRunPath = `/app/${other}/workspaces/secret-ws/runs/${await createRun(h, otherToken, otherWorkspace)}`;
-    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+    browser = await launchChromium();
   }, 60_000);
 
   afterAll(async () => {

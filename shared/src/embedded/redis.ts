@@ -2,17 +2,7 @@ import { spawn } from 'node:child_process';
 import { accessSync, closeSync, constants, mkdirSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { delimiter, join, resolve } from 'node:path';
-import {
-  commandLine,
-  EmbeddedError,
-  freeLoopbackPort,
-  isRunning,
-  logTail,
-  pollUntil,
-  readPid,
-  signalIfRunning,
-  stopProcess,
-} from './processes.ts';
+import { commandLine, EmbeddedError, freeLoopbackPort, isRunning, logTail, readPid, stopProcess, superviseChild } from './processes.ts';
 
 /**
  * A Redis of the service's own, from a `redis-server` or `valkey-server` already on PATH (no npm
@@ -103,33 +93,12 @@ export async function startPrivateRedis(dataDir: string, say: (line: string) => 
     { detached: true, stdio: ['ignore', out, out] },
   );
   closeSync(out);
-  const exited = new Promise<void>((done) => child.once('exit', () => done()));
-  child.once('error', () => undefined);
-  const ready = await pollUntil(async () => (child.exitCode !== null || child.signalCode !== null ? false : await pongs(port)), 30_000, 50);
-  if (ready !== true || child.pid === undefined) {
-    child.kill('SIGKILL');
-    throw new EmbeddedError(`The private Redis (${binary}) did not start (log: ${log}):\n${logTail(log)}`);
-  }
-  const pid = child.pid;
-  const onExit = (): void => signalIfRunning(pid, 'SIGTERM');
-  process.once('exit', onExit);
-  return {
-    url: `redis://127.0.0.1:${port}/0`,
-    port,
-    pid,
-    binary,
-    async stop() {
-      process.off('exit', onExit);
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill('SIGTERM');
-      const stopped = await Promise.race([
-        exited.then(() => true),
-        new Promise<false>((done) => setTimeout(() => done(false), 30_000).unref()),
-      ]);
-      if (!stopped) {
-        child.kill('SIGKILL');
-        await exited;
-      }
-    },
-  };
+  const { pid, stop } = await superviseChild(child, {
+    ready: () => pongs(port),
+    readyTimeoutMs: 30_000,
+    pollEveryMs: 50,
+    stopSignal: 'SIGTERM',
+    failure: () => `The private Redis (${binary}) did not start (log: ${log}):\n${logTail(log)}`,
+  });
+  return { url: `redis://127.0.0.1:${port}/0`, port, pid, binary, stop };
 }

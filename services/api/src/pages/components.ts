@@ -64,3 +64,35 @@ export function pager(basePath: string, page: { number: number; size: number }, 
     ${page.number < pages ? link(page.number + 1, 'Older') : undefined}
   </nav>`;
 }
+
+export interface DataTableOptions {
+  /** Column headings, in order. */
+  headers: readonly string[];
+  /** One `<tr>` per row, whose cells follow `headers`. */
+  rows: readonly SafeHtml[];
+  caption?: string;
+  className?: string;
+}
+
+/** A table that scrolls sideways on narrow screens instead of widening the page. */
+export function dataTable({ headers, rows, caption, className }: DataTableOptions): SafeHtml {
+  return html`<div class="scroll">
+    <table${className ? html` class="${className}"` : undefined}>
+      ${
+        caption
+          ? html`<caption>
+              ${caption}
+            </caption>`
+          : undefined
+      }
+      <thead>
+        <tr>
+          ${headers.map((header) => html`<th scope="col">${header}</th>`)}
+        </tr>
+      </thead>
+      <tbody>
+        ${rows}
+      </tbody>
+    </table>
+  </div>`;
+}

@@ -6,7 +6,7 @@ import type { ApiContext } from '../context.ts';
 import { parsePage } from '../http/pagination.ts';
 import { findOrganization } from '../routes/organizations.routes.ts';
 import { pagePath } from './access.ts';
-import { pager, words } from './components.ts';
+import { dataTable, pager, words } from './components.ts';
 import { html, type SafeHtml } from './html.ts';
 import { sendPage } from './layout.ts';
 import type { PageSession } from './session.ts';
@@ -45,21 +45,7 @@ function tasksSection(tasks: readonly RunTask[] | undefined): SafeHtml {
         </td>
       </tr>`,
   );
-  return html`<div class="scroll">
-    <table>
-      <thead>
-        <tr>
-          <th scope="col">Task</th>
-          <th scope="col">State</th>
-          <th scope="col">Description</th>
-          <th scope="col">Where it runs</th>
-        </tr>
-      </thead>
-      <tbody>
-        ${rows}
-      </tbody>
-    </table>
-  </div>`;
+  return dataTable({ headers: ['Task', 'State', 'Description', 'Where it runs'], rows });
 }
 
 /** /app/:org: the workspaces the principal may read, and the organization's run tasks where it may manage them. */

@@ -9,7 +9,7 @@ import {
   type TaskStage,
 } from '@runtasks/shared';
 import type { ApiContext } from '../context.ts';
-import { outboundLink, statusBadge, tagBadge, time, words } from './components.ts';
+import { dataTable, outboundLink, statusBadge, tagBadge, time, words } from './components.ts';
 import { csrfTokenFor } from './csrf.ts';
 import { html, type SafeHtml } from './html.ts';
 import { renderMarkdown } from './markdown.ts';
@@ -60,24 +60,8 @@ function outcomesTable(result: TaskResult, outcomes: readonly OutcomeView[]): Sa
         ${outcomeBody(outcome)}`,
   );
   const more = result.outcomesCount - outcomes.length;
-  return html`<div class="scroll">
-      <table class="outcomes">
-        <caption>
-          Outcomes
-        </caption>
-        <thead>
-          <tr>
-            <th scope="col">Outcome</th>
-            <th scope="col">Description</th>
-            <th scope="col">Tags</th>
-          </tr>
-        </thead>
-        <tbody>
-          ${rows}
-        </tbody>
-      </table>
-    </div>
-    ${more > 0 ? html`<p class="hint">${more} more outcomes are readable through the API.</p>` : undefined}`;
+  const table = dataTable({ headers: ['Outcome', 'Description', 'Tags'], rows, caption: 'Outcomes', className: 'outcomes' });
+  return html`${table} ${more > 0 ? html`<p class="hint">${more} more outcomes are readable through the API.</p>` : undefined}`;
 }
 
 function attemptsList(result: TaskResult, attempts: readonly DeliveryAttempt[]): SafeHtml {
@@ -93,26 +77,7 @@ function attemptsList(result: TaskResult, attempts: readonly DeliveryAttempt[]):
   );
   return html`<details id="attempts-${result.id}" class="attempts">
     <summary>Delivery attempts (${attempts.length})</summary>
-    ${
-      attempts.length > 0
-        ? html`<div class="scroll">
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">#</th>
-                  <th scope="col">Started</th>
-                  <th scope="col">Took</th>
-                  <th scope="col">Answer</th>
-                  <th scope="col">Answer's start</th>
-                </tr>
-              </thead>
-              <tbody>
-                ${rows}
-              </tbody>
-            </table>
-          </div>`
-        : html`<p>None yet.</p>`
-    }
+    ${attempts.length > 0 ? dataTable({ headers: ['#', 'Started', 'Took', 'Answer', "Answer's start"], rows }) : html`<p>None yet.</p>`}
   </details>`;
 }
 

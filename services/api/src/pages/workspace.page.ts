@@ -3,7 +3,7 @@ import type { ApiContext } from '../context.ts';
 import { parsePage } from '../http/pagination.ts';
 import { findWorkspace } from '../routes/workspaces.routes.ts';
 import { mayOnWorkspace, pagePath } from './access.ts';
-import { pager, statusBadge, time, words } from './components.ts';
+import { dataTable, pager, statusBadge, time, words } from './components.ts';
 import { html, type SafeHtml } from './html.ts';
 import { sendPage } from './layout.ts';
 import type { PageSession } from './session.ts';
@@ -33,20 +33,7 @@ async function attachedTasks(ctx: ApiContext, workspace: Workspace): Promise<Saf
         <td>${association.enforcementLevel}</td>
       </tr>`,
   );
-  return html`<div class="scroll">
-    <table>
-      <thead>
-        <tr>
-          <th scope="col">Task</th>
-          <th scope="col">Stages</th>
-          <th scope="col">Enforcement</th>
-        </tr>
-      </thead>
-      <tbody>
-        ${rows}
-      </tbody>
-    </table>
-  </div>`;
+  return dataTable({ headers: ['Task', 'Stages', 'Enforcement'], rows });
 }
 
 /** /app/:org/workspaces/:ws: the workspace's runs, newest first and paginated, and its attached tasks. */
@@ -77,25 +64,7 @@ export async function showWorkspace(ctx: ApiContext, session: PageSession): Prom
       ${workspace.description ? html`<p>${workspace.description}</p>` : undefined}
       <section aria-labelledby="runs-heading">
         <h2 id="runs-heading">Runs</h2>
-        ${
-          rows.length > 0
-            ? html`<div class="scroll">
-                <table>
-                  <thead>
-                    <tr>
-                      <th scope="col">Run</th>
-                      <th scope="col">Status</th>
-                      <th scope="col">Message</th>
-                      <th scope="col">Created</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    ${rows}
-                  </tbody>
-                </table>
-              </div>`
-            : html`<p>No runs yet.</p>`
-        }
+        ${rows.length > 0 ? dataTable({ headers: ['Run', 'Status', 'Message', 'Created'], rows }) : html`<p>No runs yet.</p>`}
         ${pager(base, page, total, 'Runs')}
       </section>
       <section aria-labelledby="attached-heading">

@@ -16,14 +16,10 @@ const REDIS_URL = process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379/0';
 describe('npm run demo', () => {
   let child: ChildProcess | undefined;
 
-  afterAll(async () => {
-    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await withAdminClient((client) => dropDatabase(client, DATABASE));
-  });
-
-  it('shows a run with a passing mandatory and a failing advisory task to the end, then exits 0 by itself', async () => {
+  /** Runs the demo as CI would, with no TTY, and collects everything it prints until it exits. */
+  async function runDemo(...args: string[]): Promise<{ code: number | null; output: string }> {
     let output = '';
-    child = spawn(process.execPath, ['scripts/demo.ts'], {
+    const demo = spawn(process.execPath, ['scripts/demo.ts', ...args], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {
@@ -35,9 +31,20 @@ describe('npm run demo', () => {
         DEMO_TIMEOUT_SECONDS: '60',
       },
     });
-    child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-    child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-    const code = await new Promise<number | null>((resolve) => child?.once('exit', (exitCode) => resolve(exitCode)));
+    child = demo;
+    demo.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    demo.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    const code = await new Promise<number | null>((resolve) => demo.once('exit', (exitCode) => resolve(exitCode)));
+    return { code, output };
+  }
+
+  afterAll(async () => {
+    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await withAdminClient((client) => dropDatabase(client, DATABASE));
+  });
+
+  it('shows a run with a passing mandatory and a failing advisory task to the end, then exits 0 by itself', async () => {
+    const { code, output } = await runDemo();
 
     expect({ code, output }).toMatchObject({ code: 0 });
     // Plain lines only: no redraws or colours without a TTY.
@@ -74,22 +81,7 @@ describe('npm run demo', () => {
   }, 90_000);
 
   it('--local: a pipeline drives the run through every stage with the runtasks CLI, then exits 0 by itself', async () => {
-    let output = '';
-    child = spawn(process.execPath, ['scripts/demo.ts', '--local'], {
-      cwd: ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: {
-        PATH: process.env['PATH'] ?? '',
-        CI: 'true',
-        DATABASE_URL: databaseUrl(DATABASE),
-        DEMO_DATABASE: DATABASE,
-        REDIS_URL,
-        DEMO_TIMEOUT_SECONDS: '60',
-      },
-    });
-    child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-    child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-    const code = await new Promise<number | null>((resolve) => child?.once('exit', (exitCode) => resolve(exitCode)));
+    const { code, output } = await runDemo('--local');
 
     expect({ code, output }).toMatchObject({ code: 0 });
     expect(output).not.toContain('\x1b[');

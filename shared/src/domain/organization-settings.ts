@@ -45,7 +45,9 @@ const REQUIRES: Partial<Record<OrganizationAccessKey, OrganizationAccessKey[]>> 
  * The first organization-access key that is on without a key it needs, with what it needs; HCP refuses
  * such a team (a team that manages teams must manage membership, and so on).
  */
-export function missingAccessDependency(access: OrganizationAccess): { key: OrganizationAccessKey; needs: OrganizationAccessKey } | undefined {
+export function missingAccessDependency(
+  access: OrganizationAccess,
+): { key: OrganizationAccessKey; needs: OrganizationAccessKey } | undefined {
   for (const key of ORGANIZATION_ACCESS_KEYS) {
     if (!access[key]) continue;
     const needs = REQUIRES[key]?.find((required) => !access[required]);

@@ -50,7 +50,9 @@ export const CUSTOM_PERMISSION_ATTRIBUTES = {
 
 export type CustomPermissionAttribute = keyof typeof CUSTOM_PERMISSION_ATTRIBUTES;
 
-export type CustomPermissionInput = Partial<{ [A in CustomPermissionAttribute]: CustomPermissions[(typeof CUSTOM_PERMISSION_ATTRIBUTES)[A]['key']] }>;
+export type CustomPermissionInput = Partial<{
+  [A in CustomPermissionAttribute]: CustomPermissions[(typeof CUSTOM_PERMISSION_ATTRIBUTES)[A]['key']];
+}>;
 
 export type AccessDecision =
   | { ok: true; access: TeamWorkspaceAccess; permissions: CustomPermissions }

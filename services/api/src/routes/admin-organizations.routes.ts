@@ -10,7 +10,7 @@ import { collection, parsePage } from '../http/pagination.ts';
 import { serializeAdminOrganization } from '../serializers/admin-organization.serializer.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { deleteOrganization, organizationSearch } from './organizations.routes.ts';
-import { flexibleBoolean, noRelationships, resourceDocument } from './schemas.ts';
+import { flexibleBoolean, noRelationships } from './schemas.ts';
 
 const timeout = z.string().refine(isWorkerTimeout, 'must be a duration in hours, minutes and seconds, such as "24h" or "1h30m"');
 
@@ -19,26 +19,30 @@ const timeout = z.string().refine(isWorkerTimeout, 'must be a duration in hours,
  * would need the service to refuse its tokens and its new workspaces, which it does not do: so only the
  * values that change nothing (`false`, `null`) are accepted, never one that would be stored and ignored.
  */
-const updateSchema = resourceDocument(
-  'organizations',
-  z
-    .object({
-      'access-beta-tools': flexibleBoolean.optional(),
-      'global-module-sharing': flexibleBoolean.optional(),
-      'global-provider-sharing': flexibleBoolean.optional(),
-      'is-disabled': flexibleBoolean
-        .refine((value) => !value, 'cannot be true: disabling an organization is not available (its tokens would keep working)')
-        .optional(),
-      'workspace-limit': z.null({ message: 'must be null: workspace limits are not available (they would not be enforced)' }).optional(),
-      'terraform-build-worker-apply-timeout': timeout.optional(),
-      'terraform-build-worker-plan-timeout': timeout.optional(),
-      'apply-timeout': timeout.optional(),
-      'plan-timeout': timeout.optional(),
-      'terraform-worker-sudo-enabled': flexibleBoolean.optional(),
-    })
-    .default({}),
-  noRelationships,
-);
+const updateSchema = z.object({
+  data: z.object({
+    // go-tfe's admin update options have no type, so it sends `""`.
+    type: z.enum(['organizations', ''], { message: 'must be "organizations"' }),
+    id: z.string().optional(),
+    attributes: z
+      .object({
+        'access-beta-tools': flexibleBoolean.optional(),
+        'global-module-sharing': flexibleBoolean.optional(),
+        'global-provider-sharing': flexibleBoolean.optional(),
+        'is-disabled': flexibleBoolean
+          .refine((value) => !value, 'cannot be true: disabling an organization is not available (its tokens would keep working)')
+          .optional(),
+        'workspace-limit': z.null({ message: 'must be null: workspace limits are not available (they would not be enforced)' }).optional(),
+        'terraform-build-worker-apply-timeout': timeout.optional(),
+        'terraform-build-worker-plan-timeout': timeout.optional(),
+        'apply-timeout': timeout.optional(),
+        'plan-timeout': timeout.optional(),
+        'terraform-worker-sudo-enabled': flexibleBoolean.optional(),
+      })
+      .default({}),
+    relationships: noRelationships,
+  }),
+});
 
 type AdminAttributes = z.output<typeof updateSchema>['data']['attributes'];
 

@@ -62,7 +62,8 @@ export function applyOrganizationSettings(organization: Organization, input: Org
 /** The settings as HCP returns them, with the read-only attributes go-tfe reads. */
 export function organizationSettingsAttributes(organization: Organization): Record<string, unknown> {
   const attributes: Record<string, unknown> = {};
-  for (const [attribute, property] of Object.entries(PROPERTIES)) attributes[attribute] = organization[property];
+  // A nullable column of a just-created entity is undefined until reloaded: shown as null.
+  for (const [attribute, property] of Object.entries(PROPERTIES)) attributes[attribute] = organization[property] ?? null;
   return {
     ...attributes,
     // No SAML, no two-factor sign-in, no trials, no registry tests here: HCP's values for an organization without them.

@@ -110,7 +110,8 @@ export const adminOrganizationRoutes: RouteDef[] = [
     path: '/admin/organizations',
     auth: 'token',
     summary: 'List every organization (site admin)',
-    query: { page: true, params: ['q'] },
+    // No include is served (HCP's `owners` are user accounts): any is a 400.
+    query: { page: true, include: [], params: ['q'] },
     handler: list,
   },
   { method: 'GET', path: PATH, auth: 'token', summary: 'Show an organization (site admin)', handler: show },

@@ -37,6 +37,8 @@ export * from './db/prepared.ts';
 export * from './db/plan-run.ts';
 export * from './db/listener.ts';
 export * from './domain/feature-sets.ts';
+export * from './domain/organization-settings.ts';
+export * from './domain/team-access.ts';
 export * from './ops/metrics.ts';
 export * from './ops/readiness.ts';
 export * from './ops/health-server.ts';

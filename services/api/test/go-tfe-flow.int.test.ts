@@ -29,16 +29,17 @@ describe('what go-tfe’s own run task tests need', () => {
   });
 
   describe('organizations', () => {
-    it('accepts and ignores attributes it does not model, and deletes everything of an organization', async () => {
+    it('stores the settings go-tfe sends, ignores attributes HCP does not have, and deletes everything of an organization', async () => {
       const name = uniqueName('gotfe');
       const created = await api(h, 'post', '/organizations', h.adminToken, {
         data: {
           type: 'organizations',
-          attributes: { name, email: 'a@example.test', 'cost-estimation-enabled': true, 'session-timeout': 20160 },
+          attributes: { name, email: 'a@example.test', 'cost-estimation-enabled': true, 'session-timeout': 60, 'no-such-setting': true },
         },
       });
       expect(created.status).toBe(201);
-      expect(created.body.data.attributes).not.toHaveProperty('cost-estimation-enabled');
+      expect(created.body.data.attributes).toMatchObject({ 'cost-estimation-enabled': true, 'session-timeout': 60 });
+      expect(created.body.data.attributes).not.toHaveProperty('no-such-setting');
       const token = (await api(h, 'post', `/organizations/${name}/authentication-token`, h.adminToken)).body.data.attributes
         .token as string;
       const workspace = await api(h, 'post', `/organizations/${name}/workspaces`, token, {

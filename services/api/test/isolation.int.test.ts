@@ -9,6 +9,7 @@ import { configurationArchive } from '../../../test/support/archives.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
 import {
   api,
+  createOrganization,
   createOrganizationToken,
   createRun,
   createTeam,
@@ -183,6 +184,11 @@ const BODIES: Record<string, BodySpec> = {
     params: [],
     body: () => ({ data: { type: 'configuration-versions', attributes: { 'auto-queue-runs': false } } }),
   },
+  // A setting A already has: the site admin's success changes nothing.
+  'PATCH /admin/organizations/:organization_name': {
+    params: [],
+    body: () => ({ data: { type: 'organizations', attributes: { 'access-beta-tools': false } } }),
+  },
   // go-tfe sends the singular type. A's edition already is Business's (standard, global run tasks): the site admin's success changes nothing.
   'POST /admin/organizations/:organization_name/subscription': {
     params: [],
@@ -287,12 +293,20 @@ const NO_PERMISSION_TEAM_DENIED: Record<string, string> = {
   'GET /configuration-versions/:configuration_version_id/download': NEEDS_WORKSPACE_RUNS_READ,
   'GET /admin/feature-sets': SITE_ADMIN,
   'POST /admin/organizations/:organization_name/subscription': SITE_ADMIN,
+  'GET /admin/organizations': SITE_ADMIN,
+  'GET /admin/organizations/:organization_name': SITE_ADMIN,
+  'PATCH /admin/organizations/:organization_name': SITE_ADMIN,
+  'DELETE /admin/organizations/:organization_name': SITE_ADMIN,
 };
 const isRunTaskRoute = (route: RouteDef): boolean => /\/(tasks|task-stages|task-results|task-result-outcomes)(\/|$)/.test(route.path);
 
 interface AdminAllowed extends Allowed {
   status: number;
+  /** Parameters of the site admin's own call, instead of the real ones (a delete aims at an organization of its own). */
+  values?: (h: Harness) => Promise<Partial<Values>>;
 }
+
+const DISPOSABLE_ORG = 'isolation-disposable';
 
 /**
  * Site-admin routes: every organization token (A's owner included) and every team token (even one
@@ -319,6 +333,30 @@ const SITE_ADMIN_ONLY: Record<string, AdminAllowed> = {
         'feature-set': { data: { type: 'feature-sets', id: 'fs-business' } },
       });
     },
+  },
+  'GET /admin/organizations': {
+    reason: 'the site admin lists every organization',
+    status: 200,
+    check: (res) => expect(idsOf(res)).toEqual(expect.arrayContaining([ORG_A, ORG_B])),
+  },
+  'GET /admin/organizations/:organization_name': {
+    reason: 'the site admin shows A',
+    status: 200,
+    check: (res) => expect(res.body.data).toMatchObject({ id: ORG_A, type: 'organizations' }),
+  },
+  'PATCH /admin/organizations/:organization_name': {
+    reason: 'the site admin sets a setting A already has',
+    status: 200,
+    check: (res) => expect(res.body.data.attributes).toMatchObject({ name: ORG_A, 'access-beta-tools': false }),
+  },
+  'DELETE /admin/organizations/:organization_name': {
+    reason: 'the site admin deletes an organization made for this call, so that the matrix keeps A',
+    status: 204,
+    values: async (h) => {
+      await createOrganization(h, DISPOSABLE_ORG);
+      return { organization_name: DISPOSABLE_ORG };
+    },
+    check: (res) => expect(res.text).toBe(''),
   },
 };
 const isAdminRoute = (route: RouteDef): boolean => route.path.startsWith('/admin/');
@@ -841,10 +879,11 @@ describe('isolation matrix', () => {
       });
 
       it(`the site admin: allowed (${adminOnly.reason})`, async () => {
-        const res = await call(route, real, `Bearer ${h.adminToken}`);
+        const values = adminOnly.values ? { ...real, ...(await adminOnly.values(h)) } : real;
+        const res = await call(route, values, `Bearer ${h.adminToken}`);
         expect({ status: res.status, type: res.headers['content-type'] }).toEqual({
           status: adminOnly.status,
-          type: expect.stringContaining(JSON_API),
+          type: adminOnly.status === 204 ? undefined : expect.stringContaining(JSON_API),
         });
         adminOnly.check(res);
       });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { API_TOKEN_PREFIX } from '@runtasks/shared';
+import { API_TOKEN_PREFIX, ORGANIZATION_ACCESS_KEYS } from '@runtasks/shared';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
 import {
   api,
@@ -16,6 +16,9 @@ import {
 import { expectError, expectNotFound, UNAUTHORIZED, uniqueName } from '../../../test/support/assertions.ts';
 
 const TOKEN_SHAPE = new RegExp(`^${API_TOKEN_PREFIX}[A-Za-z0-9_-]{43}$`);
+
+/** Every organization-access key HCP has, off; tests spread the keys they turn on over it. */
+const NO_ACCESS = Object.fromEntries(ORGANIZATION_ACCESS_KEYS.map((key) => [key, false]));
 
 const teamDocument = (attributes: Record<string, unknown>) => ({ data: { type: 'teams', attributes } });
 
@@ -217,11 +220,7 @@ describe('teams, tokens and team access', () => {
         expect(res.body.data.type).toBe('teams');
         expect(res.body.data.id).toMatch(/^team-/);
         expect(res.body.data.attributes.name).toBe('developers');
-        expect(res.body.data.attributes['organization-access']).toEqual({
-          'manage-run-tasks': false,
-          'manage-workspaces': false,
-          'manage-policy-overrides': false,
-        });
+        expect(res.body.data.attributes['organization-access']).toEqual(NO_ACCESS);
         expect(res.body.data.relationships.organization.data).toEqual({ type: 'organizations', id: acme.organization });
         expect(res.body.data.links.self).toBe(`/api/v2/teams/${res.body.data.id}`);
       });
@@ -243,10 +242,13 @@ describe('teams, tokens and team access', () => {
           }),
         );
         expect(res.status).toBe(201);
+        // Managing every workspace includes reading every one.
         expect(res.body.data.attributes['organization-access']).toEqual({
+          ...NO_ACCESS,
           'manage-run-tasks': true,
           'manage-workspaces': true,
-          'manage-policy-overrides': false,
+          'manage-vcs-settings': true,
+          'read-workspaces': true,
         });
         const shown = await api(h, 'get', `/teams/${res.body.data.id}`, acme.organizationToken);
         expect(shown.body.data.attributes['organization-access']['manage-workspaces']).toBe(true);
@@ -358,9 +360,10 @@ describe('teams, tokens and team access', () => {
         expect(res.status).toBe(200);
         expect(res.body.data.attributes.name).toBe('patched');
         expect(res.body.data.attributes['organization-access']).toEqual({
+          ...NO_ACCESS,
           'manage-run-tasks': true,
           'manage-workspaces': true,
-          'manage-policy-overrides': false,
+          'read-workspaces': true,
         });
         const shown = await api(h, 'get', `/teams/${id}`, acme.organizationToken);
         expect(shown.body.data.attributes.name).toBe('patched');

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { ORGANIZATION_ACCESS_KEYS } from '@runtasks/shared';
 import { expectError, uniqueName } from '../../../test/support/assertions.ts';
 import { api, createOrganization, createOrganizationToken, createTeam, createTeamToken } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
@@ -9,7 +10,8 @@ import { startHarness, type Harness } from '../../../test/support/harness.ts';
  */
 
 const ISO = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
-const ALL_ACCESS = { 'manage-run-tasks': true, 'manage-workspaces': true, 'manage-policy-overrides': true };
+/** The owners team holds every organization-level right HCP has. */
+const ALL_ACCESS = Object.fromEntries(ORGANIZATION_ACCESS_KEYS.map((key) => [key, true]));
 
 const teamDocument = (attributes: Record<string, unknown>) => ({ data: { type: 'teams', attributes } });
 
@@ -43,6 +45,9 @@ describe('teams: the owners team, visibility, filters', () => {
           visibility: 'secret',
           'users-count': 0,
           'organization-access': ALL_ACCESS,
+          'sso-team-id': null,
+          'allow-member-token-management': true,
+          'is-unified': false,
           'created-at': ISO,
           'updated-at': ISO,
           permissions: { 'can-destroy': false, 'can-update-membership': false },

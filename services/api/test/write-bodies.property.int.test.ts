@@ -758,6 +758,13 @@ describe('request bodies of every write route (property-based)', () => {
       email: str('email', 255),
       edition: oneOf(EDITIONS),
       'task-overrides-enabled': bool,
+      // HCP's settings (the whole numbers are tested in the organization settings golden test).
+      'default-execution-mode': oneOf(['remote', 'local']),
+      'collaborator-auth-policy': oneOf(['password', 'two_factor_mandatory']),
+      'allow-force-delete-workspaces': bool,
+      'cost-estimation-enabled': bool,
+      'speculative-plan-management-enabled': bool,
+      'owners-team-saml-role-id': str('text', 255, { nullable: true }),
     };
     SPECS['POST /organizations'] = {
       attributes: '/data/attributes',
@@ -791,15 +798,15 @@ describe('request bodies of every write route (property-based)', () => {
     });
     SPECS['PATCH /organizations/:organization_name'] = {
       attributes: '/data/attributes',
-      fields: resourceFields('organizations', { ...organizationAttributes, name: str('text', 40) }),
+      fields: resourceFields('organizations', { ...organizationAttributes, name: str('name', 40) }),
       required: ['/data', '/data/type'],
       success: 200,
       base: async () =>
         patchOrganization({ email: 'patched@example.test', edition: 'standard', 'task-overrides-enabled': false, name: patched }),
       fresh: async () => patchOrganization({ email: 'patched@example.test', 'task-overrides-enabled': true }),
       failures: [
-        // A rename is refused before anything else is applied: the email stays.
-        async () => patchOrganization({ email: 'renamed@example.test', name: 'prop-renamed' }),
+        // A rename to a taken name is refused with everything else of the request: the email stays.
+        async () => patchOrganization({ email: 'renamed@example.test', name: main }),
         async () => ({ path: '/organizations/no-such-organization', body: patchOrganization({}).body }),
       ],
     };
@@ -1379,6 +1386,43 @@ describe('request bodies of every write route (property-based)', () => {
         async () => ({ path: '/admin/organizations/no-such-organization/subscription', body: subscriptionDocument('fs-free') }),
         // Site admin only: the organization's own owner token is answered like a missing resource.
         async () => ({ path: subscriptionPath, body: subscriptionDocument('fs-free'), token: subscribedToken }),
+      ],
+    };
+
+    // -- site admin: an organization's admin settings (go-tfe sends no type: "") --
+    const administered = await createOrganization(h, 'prop-administered');
+    const administeredToken = await createOrganizationToken(h, administered);
+    const adminPath = `/admin/organizations/${administered}`;
+    const adminDocument = (flag: boolean) => ({
+      data: {
+        type: '',
+        attributes: {
+          'access-beta-tools': flag,
+          'global-module-sharing': flag,
+          'global-provider-sharing': !flag,
+          'terraform-worker-sudo-enabled': flag,
+        },
+      },
+    });
+    SPECS['PATCH /admin/organizations/:organization_name'] = {
+      attributes: '/data/attributes',
+      fields: {
+        ...resourceFields('organizations', {
+          'access-beta-tools': bool,
+          'global-module-sharing': bool,
+          'global-provider-sharing': bool,
+          'terraform-worker-sudo-enabled': bool,
+        }),
+        '/data/type': oneOf(['', 'organizations']),
+      },
+      required: ['/data', '/data/type'],
+      success: 200,
+      base: async () => ({ path: adminPath, body: adminDocument(true) }),
+      fresh: async () => ({ path: adminPath, body: adminDocument(false) }),
+      failures: [
+        async () => ({ path: '/admin/organizations/no-such-organization', body: adminDocument(true) }),
+        // Site admin only: the organization's own owner token is answered like a missing resource.
+        async () => ({ path: adminPath, body: adminDocument(true), token: administeredToken }),
       ],
     };
   }, 60_000);

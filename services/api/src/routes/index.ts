@@ -1,5 +1,6 @@
 import type { RouteDef } from './define.ts';
 import { adminRoutes } from './admin.routes.ts';
+import { adminOrganizationRoutes } from './admin-organizations.routes.ts';
 import { callbackRoutes } from './callback.routes.ts';
 import { configurationVersionRoutes } from './configuration-versions.routes.ts';
 import { metaRoutes } from './meta.routes.ts';
@@ -32,4 +33,5 @@ export const ROUTES: readonly RouteDef[] = [
   ...callbackRoutes,
   ...configurationVersionRoutes,
   ...adminRoutes,
+  ...adminOrganizationRoutes,
 ];

@@ -1,5 +1,5 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { ApiError, createOwnersTeam, EDITIONS, inLongTransaction, newId, notFound, Organization } from '@runtasks/shared';
+import { ApiError, createOwnersTeam, EDITIONS, inLongTransaction, invalidParameter, newId, notFound, Organization } from '@runtasks/shared';
 import { z } from 'zod';
 import { principalsChanged } from '../auth/authenticate.ts';
 import { organizationPermissions } from '../auth/permissions.ts';
@@ -9,9 +9,11 @@ import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { single } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
-import { serializeEntitlementSet, serializeOrganization } from '../serializers/organization.serializer.ts';
+import { parseInclude } from '../http/include.ts';
+import { serializeDefaultProject, serializeEntitlementSet, serializeOrganization } from '../serializers/organization.serializer.ts';
 import { orNotFound, publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
-import { flexibleBoolean, nameSchema, noRelationships, resourceDocument, safeText } from './schemas.ts';
+import { applyOrganizationSettings, organizationSettings } from './organization-settings.ts';
+import { flexibleBoolean, nameSchema, noRelationships, resourceDocument } from './schemas.ts';
 
 const emailSchema = z.email('must be a valid email address').max(255);
 
@@ -22,6 +24,7 @@ const createSchema = resourceDocument(
     email: emailSchema,
     edition: z.enum(EDITIONS).optional(),
     'task-overrides-enabled': flexibleBoolean.optional(),
+    ...organizationSettings,
   }),
   noRelationships,
 );
@@ -33,7 +36,8 @@ const updateSchema = resourceDocument(
       email: emailSchema.optional(),
       edition: z.enum(EDITIONS).optional(),
       'task-overrides-enabled': flexibleBoolean.optional(),
-      name: safeText(40).optional(),
+      name: nameSchema(40).optional(),
+      ...organizationSettings,
     })
     .default({}),
   noRelationships,
@@ -59,15 +63,28 @@ async function create(ctx: ApiContext): Promise<void> {
     edition: attributes.edition ?? 'standard',
     taskOverridesEnabled: attributes['task-overrides-enabled'] ?? false,
   });
+  applyOrganizationSettings(organization, attributes);
   createOwnersTeam(ctx.state.em, organization);
   await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
   respond(ctx, 201, single(serializeWithPermissions(ctx, organization)));
 }
 
+/** `q`: organizations whose name or email contains the text, in any case (HCP's search). */
+export function organizationSearch(query: ApiContext['query']): Record<string, unknown> {
+  const q = query['q'];
+  if (q === undefined || q === '') return {};
+  if (typeof q !== 'string') throw invalidParameter('q', 'q must be given at most once.');
+  if (q.length > 255) throw invalidParameter('q', 'q must be at most 255 characters.');
+  // The text is matched as text: LIKE's wildcards and its escape character are escaped.
+  const pattern = `%${q.replace(/[\\%_]/g, (match) => `\\${match}`)}%`;
+  return { $or: [{ name: { $ilike: pattern } }, { email: { $ilike: pattern } }] };
+}
+
 async function list(ctx: ApiContext): Promise<void> {
   const page = parsePage(ctx.query);
   const scope = organizationScope(ctx.state.principal) ?? { id: null };
-  const [organizations, total] = await ctx.state.em.findAndCount(Organization, scope as FilterQuery<Organization>, {
+  const where = { ...scope, ...organizationSearch(ctx.query) } as FilterQuery<Organization>;
+  const [organizations, total] = await ctx.state.em.findAndCount(Organization, where, {
     orderBy: { createdAt: 'asc', id: 'asc' },
     limit: page.size,
     offset: page.offset,
@@ -85,15 +102,15 @@ async function list(ctx: ApiContext): Promise<void> {
 }
 
 async function show(ctx: ApiContext): Promise<void> {
-  respond(ctx, 200, single(serializeWithPermissions(ctx, await findOrganization(ctx))));
+  const include = parseInclude(ctx.query, ['default_project']);
+  const organization = await findOrganization(ctx);
+  const included = include.has('default_project') ? [serializeDefaultProject(organization)] : [];
+  respond(ctx, 200, single(serializeWithPermissions(ctx, organization), included));
 }
 
 async function update(ctx: ApiContext): Promise<void> {
   const organization = await findOrganization(ctx, true);
   const { attributes } = parseWith(updateSchema, ctx.request.body).data;
-  if (attributes.name !== undefined && attributes.name !== organization.name) {
-    throw new ApiError(422, 'invalid attribute', 'Organizations cannot be renamed.', { pointer: '/data/attributes/name' });
-  }
   // The edition is billing, not ownership: only the site admin changes it.
   if (attributes.edition !== undefined && attributes.edition !== organization.edition && !isAdmin(ctx.state.principal)) {
     throw new ApiError(422, 'invalid attribute', 'Only a site administrator can change the edition.', {
@@ -103,19 +120,26 @@ async function update(ctx: ApiContext): Promise<void> {
   if (attributes.email !== undefined) organization.email = attributes.email;
   if (attributes.edition !== undefined) organization.edition = attributes.edition;
   if (attributes['task-overrides-enabled'] !== undefined) organization.taskOverridesEnabled = attributes['task-overrides-enabled'];
-  await ctx.state.em.flush();
+  // Everything refers to the organization by its id, so a new name changes nothing else (as in HCP).
+  if (attributes.name !== undefined) organization.name = attributes.name;
+  applyOrganizationSettings(organization, attributes);
+  await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
   respond(ctx, 200, single(serializeWithPermissions(ctx, organization)));
 }
 
-async function destroy(ctx: ApiContext): Promise<void> {
-  const organization = await findOrganization(ctx, true);
-  if (!isOwnerOf(ctx.state.principal, organization.id)) throw notFound();
-  // Everything it owns goes with it, however much: no statement timeout, only a lock timeout.
+/** Deletes the organization and everything it owns, however much: no statement timeout, only a lock timeout. */
+export async function deleteOrganization(ctx: ApiContext, organization: Organization): Promise<void> {
   await inLongTransaction(ctx.state.em, ctx.deps.config.databaseStatementTimeoutMs, (tx) =>
     tx.nativeDelete(Organization, { id: organization.id }),
   );
   // Its tokens and teams went with it.
   principalsChanged(ctx);
+}
+
+async function destroy(ctx: ApiContext): Promise<void> {
+  const organization = await findOrganization(ctx, true);
+  if (!isOwnerOf(ctx.state.principal, organization.id)) throw notFound();
+  await deleteOrganization(ctx, organization);
   respond(ctx, 204);
 }
 
@@ -132,8 +156,22 @@ export const organizationRoutes: RouteDef[] = [
     requestSchema: createSchema,
     handler: create,
   },
-  { method: 'GET', path: '/organizations', auth: 'token', summary: 'List organizations', query: { page: true }, handler: list },
-  { method: 'GET', path: '/organizations/:organization_name', auth: 'token', summary: 'Show an organization', handler: show },
+  {
+    method: 'GET',
+    path: '/organizations',
+    auth: 'token',
+    summary: 'List organizations',
+    query: { page: true, params: ['q'] },
+    handler: list,
+  },
+  {
+    method: 'GET',
+    path: '/organizations/:organization_name',
+    auth: 'token',
+    summary: 'Show an organization',
+    query: { include: ['default_project'] },
+    handler: show,
+  },
   {
     method: 'PATCH',
     path: '/organizations/:organization_name',

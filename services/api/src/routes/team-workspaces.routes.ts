@@ -4,12 +4,16 @@ import {
   invalidParameter,
   newId,
   Team,
+  CUSTOM_DEFAULTS,
+  decideTeamAccess,
   TEAM_RUNS_ACCESS,
+  TEAM_SENTINEL_MOCKS_ACCESS,
+  TEAM_STATE_VERSIONS_ACCESS,
+  TEAM_VARIABLES_ACCESS,
   TEAM_WORKSPACE_ACCESS,
   TeamWorkspace,
   Workspace,
-  type TeamRunsAccess,
-  type TeamWorkspaceAccess,
+  type CustomPermissions,
 } from '@runtasks/shared';
 import type { FilterQuery } from '@mikro-orm/core';
 import { z } from 'zod';
@@ -25,6 +29,10 @@ import { flexibleBoolean, relationshipTo, resourceDocument } from './schemas.ts'
 const accessAttributes = z.object({
   access: z.enum(TEAM_WORKSPACE_ACCESS).optional(),
   runs: z.enum(TEAM_RUNS_ACCESS).optional(),
+  variables: z.enum(TEAM_VARIABLES_ACCESS).optional(),
+  'state-versions': z.enum(TEAM_STATE_VERSIONS_ACCESS).optional(),
+  'sentinel-mocks': z.enum(TEAM_SENTINEL_MOCKS_ACCESS).optional(),
+  'workspace-locking': flexibleBoolean.optional(),
   'run-tasks': flexibleBoolean.optional(),
 });
 
@@ -35,36 +43,21 @@ const createSchema = resourceDocument(
 );
 const updateSchema = resourceDocument('team-workspaces', accessAttributes.default({}), z.unknown().optional());
 
-/** The fixed access levels imply custom permissions, as in HCP; `custom` takes them as given. */
-const IMPLIED: Record<Exclude<TeamWorkspaceAccess, 'custom'>, { runs: TeamRunsAccess; runTasks: boolean }> = {
-  read: { runs: 'read', runTasks: false },
-  plan: { runs: 'plan', runTasks: false },
-  write: { runs: 'apply', runTasks: false },
-  admin: { runs: 'apply', runTasks: true },
-};
+const permissionsOf = (row: TeamWorkspace): CustomPermissions => ({
+  runs: row.runs,
+  variables: row.variables,
+  stateVersions: row.stateVersions,
+  sentinelMocks: row.sentinelMocks,
+  workspaceLocking: row.workspaceLocking,
+  runTasks: row.runTasks,
+});
 
-/** Custom permissions go with `access: custom` only, as in HCP: with a fixed level they would be dropped. */
-const CUSTOM_ATTRIBUTES = ['runs', 'run-tasks'] as const;
-
-/** HCP's words for a custom attribute, in its error detail (go-tfe's tests compare the text). */
-const CUSTOM_LABELS: Record<(typeof CUSTOM_ATTRIBUTES)[number], string> = { runs: 'Runs', 'run-tasks': 'Run tasks' };
-
+/** HCP's rules (shared/src/domain/team-access.ts): custom permissions go with `access: custom` only. */
 function applyAccess(row: TeamWorkspace, attributes: z.output<typeof accessAttributes>): void {
-  const access = attributes.access ?? row.access;
-  const custom = CUSTOM_ATTRIBUTES.find((name) => attributes[name] !== undefined);
-  if (access !== 'custom' && custom)
-    throw invalidAttribute(
-      `/data/attributes/${custom}`,
-      `${CUSTOM_LABELS[custom]} is read-only when access level is '${access}'; use the 'custom' access level to set this attribute.`,
-    );
-  row.access = access;
-  if (access === 'custom') {
-    if (attributes.runs !== undefined) row.runs = attributes.runs;
-    if (attributes['run-tasks'] !== undefined) row.runTasks = attributes['run-tasks'];
-  } else {
-    row.runs = IMPLIED[access].runs;
-    row.runTasks = IMPLIED[access].runTasks;
-  }
+  const decision = decideTeamAccess({ access: row.access, permissions: permissionsOf(row) }, attributes);
+  if (!decision.ok) throw invalidAttribute(`/data/attributes/${decision.attribute}`, decision.detail);
+  row.access = decision.access;
+  Object.assign(row, decision.permissions);
 }
 
 function ownerScope(ctx: ApiContext): { team: { organization: Record<string, unknown> } } | null {
@@ -91,7 +84,7 @@ async function create(ctx: ApiContext): Promise<void> {
       pointer: '/data/relationships/workspace',
     });
   }
-  const row = em.create(TeamWorkspace, { id: newId('teamWorkspace'), team, workspace, access: 'custom', runs: 'read', runTasks: false });
+  const row = em.create(TeamWorkspace, { id: newId('teamWorkspace'), team, workspace, access: 'custom', ...CUSTOM_DEFAULTS });
   applyAccess(row, attributes);
   await em.flush();
   respond(ctx, 201, single(serializeTeamWorkspace(row)));

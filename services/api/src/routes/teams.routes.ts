@@ -12,36 +12,29 @@ import { serializeTeam } from '../serializers/team.serializer.ts';
 import { orNotFound, publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
 import { findOrganization } from './organizations.routes.ts';
 import { flexibleBoolean, noRelationships, resourceDocument, safeText } from './schemas.ts';
-
-const organizationAccess = z
-  .object({
-    'manage-run-tasks': flexibleBoolean.optional(),
-    'manage-workspaces': flexibleBoolean.optional(),
-    'manage-policy-overrides': flexibleBoolean.optional(),
-  })
-  .optional();
+import { applyOrganizationAccess, organizationAccessSchema } from './team-organization-access.ts';
 
 const teamName = safeText(255).min(1, 'must not be empty');
 
 const visibility = z.enum(TEAM_VISIBILITIES).optional();
 
-const createSchema = resourceDocument(
-  'teams',
-  z.object({ name: teamName, 'organization-access': organizationAccess, visibility }),
-  noRelationships,
-);
-const updateSchema = resourceDocument(
-  'teams',
-  z.object({ name: teamName.optional(), 'organization-access': organizationAccess, visibility }).default({}),
-  noRelationships,
-);
+/** HCP's team settings besides the name; there are no user members here, so token management by members is stored only. */
+const settings = {
+  'organization-access': organizationAccessSchema,
+  visibility,
+  'sso-team-id': safeText(255).nullable().optional(),
+  'allow-member-token-management': flexibleBoolean.optional(),
+};
 
-type AccessInput = z.output<typeof organizationAccess>;
+const createSchema = resourceDocument('teams', z.object({ name: teamName, ...settings }), noRelationships);
+const updateSchema = resourceDocument('teams', z.object({ name: teamName.optional(), ...settings }).default({}), noRelationships);
 
-function applyAccess(team: Team, access: AccessInput): void {
-  if (access?.['manage-run-tasks'] !== undefined) team.manageRunTasks = access['manage-run-tasks'];
-  if (access?.['manage-workspaces'] !== undefined) team.manageWorkspaces = access['manage-workspaces'];
-  if (access?.['manage-policy-overrides'] !== undefined) team.managePolicyOverrides = access['manage-policy-overrides'];
+function applySettings(team: Team, attributes: z.output<typeof updateSchema>['data']['attributes']): void {
+  if (attributes.visibility !== undefined) team.visibility = attributes.visibility;
+  if (attributes['sso-team-id'] !== undefined) team.ssoTeamId = attributes['sso-team-id'];
+  if (attributes['allow-member-token-management'] !== undefined)
+    team.allowMemberTokenManagement = attributes['allow-member-token-management'];
+  applyOrganizationAccess(team, attributes['organization-access']);
 }
 
 /** The owners team keeps its name and every organization-level right: refuse a change by name. */
@@ -74,8 +67,7 @@ async function create(ctx: ApiContext): Promise<void> {
   const organization = await findOrganization(ctx, true);
   const { attributes } = parseWith(createSchema, ctx.request.body).data;
   const team = ctx.state.em.create(Team, { id: newId('team'), organization, name: attributes.name });
-  if (attributes.visibility !== undefined) team.visibility = attributes.visibility;
-  applyAccess(team, attributes['organization-access']);
+  applySettings(team, attributes);
   await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
   respond(ctx, 201, single(withPermissions(ctx, team, organization)));
 }
@@ -135,8 +127,7 @@ async function update(ctx: ApiContext): Promise<void> {
   const { attributes } = parseWith(updateSchema, ctx.request.body).data;
   refuseOwnersChange(team, attributes);
   if (attributes.name !== undefined) team.name = attributes.name;
-  if (attributes.visibility !== undefined) team.visibility = attributes.visibility;
-  applyAccess(team, attributes['organization-access']);
+  applySettings(team, attributes);
   await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
   // Its tokens' permissions may have changed.
   principalsChanged(ctx);

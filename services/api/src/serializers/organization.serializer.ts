@@ -1,6 +1,24 @@
 import { FREE_RUN_TASK_LIMIT, FREE_RUN_TASK_WORKSPACE_LIMIT, type Organization } from '@runtasks/shared';
 import type { Permissions } from '../auth/permissions.ts';
-import { selfLink, timestamp, type Resource } from '../http/jsonapi.ts';
+import { selfLink, timestamp, toOne, type Resource } from '../http/jsonapi.ts';
+import { organizationSettingsAttributes } from '../routes/organization-settings.ts';
+
+/**
+ * Every organization has one project, HCP's default project, which holds all its workspaces (projects
+ * beyond it are not available): its id is made from the organization's, so it needs no row.
+ */
+export const defaultProjectId = (organization: Pick<Organization, 'id'>): string => `prj-${organization.id.slice('org-'.length)}`;
+
+export function serializeDefaultProject(organization: Organization): Resource {
+  const id = defaultProjectId(organization);
+  return {
+    id,
+    type: 'projects',
+    attributes: { name: 'Default Project', description: null, 'created-at': timestamp(organization.createdAt) },
+    relationships: { organization: toOne('organizations', organization.name) },
+    links: selfLink(`/projects/${id}`),
+  };
+}
 
 /**
  * HCP addresses organizations by name: the resource id is the name, `external-id` the opaque id.
@@ -16,12 +34,16 @@ export function serializeOrganization(organization: Organization, permissions?: 
       'external-id': organization.id,
       edition: organization.edition,
       'task-overrides-enabled': organization.taskOverridesEnabled,
+      ...organizationSettingsAttributes(organization),
       'created-at': timestamp(organization.createdAt),
       'updated-at': timestamp(organization.updatedAt),
       ...(permissions && { permissions }),
     },
     relationships: {
       'entitlement-set': { data: { id: organization.id, type: 'entitlement-sets' } },
+      'default-project': toOne('projects', defaultProjectId(organization)),
+      // No agent pools here: never a default one.
+      'default-agent-pool': toOne('agent-pools', null),
     },
     links: selfLink(`/organizations/${organization.name}`),
   };
@@ -42,6 +64,23 @@ export function serializeEntitlementSet(organization: Organization): Resource {
       teams: true,
       operations: true,
       'state-storage': true,
+      // HCP's other entitlements: features this service does not have.
+      agents: false,
+      'audit-logging': false,
+      'configuration-designer': false,
+      'cost-estimation': false,
+      'module-tests-generation': false,
+      'private-module-registry': false,
+      'private-policy-agents': false,
+      'private-vcs': false,
+      'self-serve-billing': false,
+      sentinel: false,
+      sso: false,
+      'usage-reporting': false,
+      'user-limit': null,
+      'vcs-integrations': false,
+      'waypoint-actions': false,
+      'waypoint-templates-and-addons': false,
     },
     links: selfLink(`/entitlement-sets/${organization.id}`),
   };

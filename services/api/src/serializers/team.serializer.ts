@@ -1,6 +1,7 @@
 import type { Team, TeamWorkspace } from '@runtasks/shared';
 import type { Permissions } from '../auth/permissions.ts';
 import { selfLink, timestamp, toOne, type Resource } from '../http/jsonapi.ts';
+import { organizationAccessOf } from '../routes/team-organization-access.ts';
 
 /** `permissions` are the caller's. */
 export function serializeTeam(team: Team, organizationName: string, permissions?: Permissions): Resource {
@@ -11,11 +12,10 @@ export function serializeTeam(team: Team, organizationName: string, permissions?
       name: team.name,
       visibility: team.visibility,
       'users-count': 0,
-      'organization-access': {
-        'manage-run-tasks': team.manageRunTasks,
-        'manage-workspaces': team.manageWorkspaces,
-        'manage-policy-overrides': team.managePolicyOverrides,
-      },
+      'organization-access': organizationAccessOf(team),
+      'sso-team-id': team.ssoTeamId ?? null,
+      'allow-member-token-management': team.allowMemberTokenManagement,
+      'is-unified': false,
       'created-at': timestamp(team.createdAt),
       'updated-at': timestamp(team.updatedAt),
       ...(permissions && { permissions }),
@@ -32,6 +32,10 @@ export function serializeTeamWorkspace(access: TeamWorkspace): Resource {
     attributes: {
       access: access.access,
       runs: access.runs,
+      variables: access.variables,
+      'state-versions': access.stateVersions,
+      'sentinel-mocks': access.sentinelMocks,
+      'workspace-locking': access.workspaceLocking,
       'run-tasks': access.runTasks,
       'created-at': timestamp(access.createdAt),
       'updated-at': timestamp(access.updatedAt),

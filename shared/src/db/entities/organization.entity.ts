@@ -1,5 +1,7 @@
 import { defineEntity, p } from '@mikro-orm/core';
 import { EDITIONS } from '../../domain/editions.ts';
+import type { CollaboratorAuthPolicy } from '../../domain/organization-settings.ts';
+import type { ExecutionMode } from '../../domain/statuses.ts';
 
 const OrganizationSchema = defineEntity({
   name: 'Organization',
@@ -15,6 +17,27 @@ const OrganizationSchema = defineEntity({
     globalRunTasksEnabled: p.boolean().default(true),
     // Kept by triggers on run_tasks (never written here): the total of the task list without a count.
     runTaskCount: p.integer().default(0),
+    // HCP's organization settings, with its defaults; docs/go-tfe.md says which ones the service acts on.
+    defaultExecutionMode: p.text().$type<ExecutionMode>().default('remote'),
+    allowForceDeleteWorkspaces: p.boolean().default(false),
+    assessmentsEnforced: p.boolean().default(false),
+    collaboratorAuthPolicy: p.text().$type<CollaboratorAuthPolicy>().default('password'),
+    costEstimationEnabled: p.boolean().default(false),
+    sendPassingStatusesForUntriggeredSpeculativePlans: p.boolean().default(false),
+    aggregatedCommitStatusEnabled: p.boolean().default(false),
+    speculativePlanManagementEnabled: p.boolean().default(true),
+    ownersTeamSamlRoleId: p.text().nullable(),
+    sessionRemember: p.integer().default(20160),
+    sessionTimeout: p.integer().default(20160),
+    stacksEnabled: p.boolean().default(false),
+    registryMonorepoSupportEnabled: p.boolean().default(false),
+    // Set by the site admin only (`/admin/organizations`).
+    accessBetaTools: p.boolean().default(false),
+    globalModuleSharing: p.boolean().default(false),
+    globalProviderSharing: p.boolean().default(false),
+    terraformBuildWorkerApplyTimeout: p.text().default('24h'),
+    terraformBuildWorkerPlanTimeout: p.text().default('2h'),
+    terraformWorkerSudoEnabled: p.boolean().default(false),
     createdAt: p.datetime().onCreate(() => new Date()),
     updatedAt: p
       .datetime()

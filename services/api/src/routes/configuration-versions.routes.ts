@@ -118,6 +118,7 @@ async function upload(ctx: ApiContext): Promise<void> {
         planJson: null,
         configurationVersionId: version.id,
         createdBy: null,
+        options: { source: 'tfe-configuration-version', terraformVersion: version.workspace.terraformVersion },
       },
       (resultId) => issueCallbackToken(ctx.deps.secrets, resultId),
       resultDeadlines(ctx.deps.config),

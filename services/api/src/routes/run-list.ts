@@ -39,15 +39,16 @@ export function runListConditions(query: Query): { sql: string[]; params: unknow
   const add = (condition: string, values: string[] | undefined): void => {
     if (values === undefined) return;
     sql.push(condition);
-    params.push(values);
+    // As JSON: the query builder would spread an array into one placeholder per value.
+    params.push(JSON.stringify(values));
   };
-  add('status = any(?::text[])', listParameter(query, 'filter[status]'));
-  add(`coalesce(options->>'source', 'tfe-api') = any(?::text[])`, listParameter(query, 'filter[source]'));
+  add('status in (select jsonb_array_elements_text(?::jsonb))', listParameter(query, 'filter[status]'));
+  add(`coalesce(options->>'source', 'tfe-api') in (select jsonb_array_elements_text(?::jsonb))`, listParameter(query, 'filter[source]'));
   const operations = listParameter(query, 'filter[operation]');
   const unknown = operations?.find((operation) => !(RUN_OPERATIONS as readonly string[]).includes(operation));
   if (unknown !== undefined)
     throw invalidParameter('filter[operation]', `'${unknown}' is not a run operation; use one of ${RUN_OPERATIONS.join(', ')}.`);
-  add(`(${OPERATION_SQL}) = any(?::text[])`, operations);
+  add(`(${OPERATION_SQL}) in (select jsonb_array_elements_text(?::jsonb))`, operations);
   // Runs here come from the API, never from a VCS commit: a VCS user or commit matches none of them.
   if (listParameter(query, 'search[user]') || listParameter(query, 'search[commit]')) sql.push('false');
   const basic = listParameter(query, 'search[basic]')?.join(',');

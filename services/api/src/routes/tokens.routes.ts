@@ -1,6 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { ApiToken, invalidParameter, Team } from '@runtasks/shared';
 import { z } from 'zod';
+import { actorId } from '../auth/actor.ts';
 import { ownerOrganizationScope } from '../auth/scopes.ts';
 import { principalsChanged } from '../auth/authenticate.ts';
 import { issueToken } from '../auth/tokens.ts';
@@ -105,6 +106,7 @@ function tokenRoutesFor(owner: TokenOwner): RouteDef[] {
       teamId: 'team' in ownerFilter ? ownerFilter.team : undefined,
       description: attributes.description ?? null,
       expiresAt: expiryOf(attributes['expired-at']),
+      createdBy: actorId(ctx.state.principal),
     });
     // The previous token of its owner was revoked with it.
     principalsChanged(ctx);

@@ -1,7 +1,10 @@
 import { conflict, DB_NOW_ISO, FINAL_RUN_STATUSES } from '@runtasks/shared';
+import { z } from 'zod';
 import type { ApiContext } from '../context.ts';
+import { parseWith } from '../http/body.ts';
 import { findVersion } from './configuration-versions.routes.ts';
 import { respond, type RouteDef } from './define.ts';
+import { safeText } from './schemas.ts';
 
 // As JSON: the query builder would spread an array into one placeholder per value.
 const FINAL = JSON.stringify([...FINAL_RUN_STATUSES]);
@@ -15,6 +18,10 @@ const IS_CURRENT_SQL = `not exists (
    where newer.workspace_id = cv.workspace_id and newer.status = 'uploaded' and not newer.provisional
      and (newer.created_at, newer.id) > (cv.created_at, cv.id))`;
 
+// HCP's archive takes no body. A comment is taken as on the other actions here (validated, not kept),
+// so the actions of this API all accept the same optional body.
+const archiveSchema = z.object({ comment: safeText(10_000).nullable().optional() }).optional();
+
 const IN_USE_SQL = `exists (select 1 from runs where runs.configuration_version_id = cv.id and runs.status not in (select jsonb_array_elements_text(?::jsonb)))`;
 
 /**
@@ -24,6 +31,7 @@ const IN_USE_SQL = `exists (select 1 from runs where runs.configuration_version_
  * HCP's reason. One conditional update, so a version that changes meanwhile is refused, never half-archived.
  */
 async function archive(ctx: ApiContext): Promise<void> {
+  parseWith(archiveSchema, ctx.request.body);
   const version = await findVersion(ctx, 'runs:plan');
   const em = ctx.state.em;
   const [facts] = await em.execute<{ current: boolean; in_use: boolean }[]>(
@@ -59,6 +67,8 @@ export const configurationVersionActionRoutes: RouteDef[] = [
     path: '/configuration-versions/:configuration_version_id/actions/archive',
     auth: 'token',
     summary: "Archive a configuration version (drops its archive; not the workspace's current one, nor one an unfinished run uses)",
+    requestSchema: archiveSchema,
+    optionalBody: true,
     response: { status: 202, content: 'none' },
     handler: archive,
   },

@@ -10,6 +10,7 @@ import { parseWith } from '../http/body.ts';
 import { single } from '../http/jsonapi.ts';
 import { serializeToken } from '../serializers/token.serializer.ts';
 import { orNotFound, respond, type RouteDef } from './define.ts';
+import { tokenIdRoutes } from './token-ids.routes.ts';
 import { findOrganization } from './organizations.routes.ts';
 import { noRelationships, safeText } from './schemas.ts';
 
@@ -140,4 +141,4 @@ function tokenRoutesFor(owner: TokenOwner): RouteDef[] {
   ];
 }
 
-export const tokenRoutes: RouteDef[] = [...tokenRoutesFor(organizationOwner), ...tokenRoutesFor(teamOwner)];
+export const tokenRoutes: RouteDef[] = [...tokenRoutesFor(organizationOwner), ...tokenRoutesFor(teamOwner), ...tokenIdRoutes];

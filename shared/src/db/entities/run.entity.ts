@@ -9,6 +9,8 @@ const RunSchema = defineEntity({
   tableName: 'runs',
   indexes: [
     { name: 'runs_workspace_created_idx', properties: ['workspace', 'createdAt'] },
+    // Whether a configuration version is in use (its upload and archive actions ask): no scan of every run.
+    { name: 'runs_configuration_version_idx', properties: ['configurationVersionId'] },
     // The sweeper's (services/worker/src/engine/sweeper.ts, IDLE_RUNS_SQL): its predicate is that query's.
     {
       name: 'runs_unfinished_idx',

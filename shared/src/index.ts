@@ -7,6 +7,7 @@ export * from './domain/statuses.ts';
 export * from './domain/planner.ts';
 export * from './domain/run-transitions.ts';
 export * from './domain/timestamps.ts';
+export * from './domain/run-options.ts';
 export * from './domain/outcome-limits.ts';
 export * from './db/sql.ts';
 export * from './security/secrets.ts';

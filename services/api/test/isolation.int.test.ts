@@ -50,6 +50,7 @@ const MISSING = {
   task_result_id: 'taskrs-doesnotexist0',
   outcome_id: 'taskrso-doesnotexist',
   configuration_version_id: 'cv-doesnotexist0000',
+  token_id: 'at-doesnotexist00000',
   // The shape of a real upload token (rtup_ and 43 base64url characters) that no version has.
   upload_token: `rtup_${'doesnotexist'.padEnd(43, '0')}`,
 } as const;
@@ -147,6 +148,7 @@ const BODIES: Record<string, BodySpec> = {
   'POST /runs/:run_id/actions/apply': runActionBody,
   'POST /runs/:run_id/actions/cancel': runActionBody,
   'POST /runs/:run_id/actions/discard': runActionBody,
+  'POST /configuration-versions/:configuration_version_id/actions/archive': finishReportBody,
   'POST /organizations/:organization_name/tasks': {
     params: [],
     body: () => ({
@@ -291,6 +293,7 @@ const NO_PERMISSION_TEAM_DENIED: Record<string, string> = {
   'GET /workspaces/:workspace_id/configuration-versions': NEEDS_WORKSPACE_RUNS_READ,
   'GET /configuration-versions/:configuration_version_id': NEEDS_WORKSPACE_RUNS_READ,
   'GET /configuration-versions/:configuration_version_id/download': NEEDS_WORKSPACE_RUNS_READ,
+  'POST /configuration-versions/:configuration_version_id/actions/archive': NEEDS_WORKSPACE_RUNS_PLAN,
   'GET /admin/feature-sets': SITE_ADMIN,
   'POST /admin/organizations/:organization_name/subscription': SITE_ADMIN,
   'GET /admin/organizations': SITE_ADMIN,
@@ -437,7 +440,7 @@ describe('isolation matrix', () => {
   let allAccessTeamId: string;
   /** The archive uploaded to real.configuration_version_id. */
   let archive: Buffer;
-  /** Upload tokens that name no usable URL any more: real.configuration_version_id's (used), and an expired one. */
+  /** Upload tokens that name no usable URL any more: an archived version's, and an expired one. */
   let usedUploadToken: string;
   let expiredUploadToken: string;
   /** The version whose upload URL (real.upload_token) the last tests use; pending until then. */
@@ -618,10 +621,18 @@ describe('isolation matrix', () => {
       return { id: res.body.data.id as string, token };
     };
     archive = configurationArchive('resource "null_resource" "isolation" {}\n');
+    const uploadTo = async (token: string): Promise<void> => {
+      const uploaded = await h.http.put(uploadPath(token)).set('Content-Type', 'application/octet-stream').send(archive);
+      if (uploaded.status !== 200) throw new Error(`upload the archive: ${uploaded.status} ${uploaded.text}`);
+    };
+    // An archived version (archived once a newer one is uploaded): its URL is used up for good.
+    const archived = await createVersion();
+    await uploadTo(archived.token);
     const version = await createVersion();
-    const uploaded = await h.http.put(uploadPath(version.token)).set('Content-Type', 'application/octet-stream').send(archive);
-    if (uploaded.status !== 200) throw new Error(`upload the archive: ${uploaded.status} ${uploaded.text}`);
-    usedUploadToken = version.token;
+    await uploadTo(version.token);
+    const archiving = await api(h, 'post', `/configuration-versions/${archived.id}/actions/archive`, a.organizationToken);
+    if (archiving.status !== 202) throw new Error(`archive a configuration version: ${archiving.status} ${archiving.text}`);
+    usedUploadToken = archived.token;
     const expired = await createVersion();
     await em.execute(`update configuration_versions set upload_expires_at = now() - interval '1 second' where id = ?`, [expired.id]);
     expiredUploadToken = expired.token;
@@ -642,6 +653,7 @@ describe('isolation matrix', () => {
       task_result_id: resultId,
       outcome_id: outcome.id,
       configuration_version_id: version.id,
+      token_id: (await api(h, 'get', `/organizations/${ORG_A}/authentication-token`, a.organizationToken)).body.data.id as string,
       upload_token: pending.token,
     };
     // Organization B's own task result, with a live access token as the worker would give it.
@@ -1024,7 +1036,7 @@ describe('isolation matrix', () => {
         ['a token with a percent-encoded NUL', `${real.upload_token}%00`],
         ['a broken percent escape', '%E0%A4%A'],
         ["a live API token (A's owner's) as the upload token", a.organizationToken],
-        ['a used token', usedUploadToken],
+        ["an archived version's token", usedUploadToken],
         ['an expired token', expiredUploadToken],
       ];
       for (const [label, token] of wrong) {
@@ -1032,9 +1044,10 @@ describe('isolation matrix', () => {
           expectNotFound(await upload(token, archive, authorization), `${label}, ${credential}`);
         }
       }
-      // The expired version was never uploaded; the used one keeps its archive.
+      // The expired version was never uploaded; the archived one stays archived.
       const versions = await api(h, 'get', `/workspaces/${real.workspace_id}/configuration-versions`, a.organizationToken);
       expect(versions.body.data.map((version: { attributes: { status: string } }) => version.attributes.status).sort()).toEqual([
+        'archived',
         'pending',
         'pending',
         'uploaded',
@@ -1108,17 +1121,14 @@ describe('isolation matrix', () => {
 
   // After the snapshot comparison: the one request here that succeeds changes the pending version.
   describe('the upload URL, used last', () => {
-    it('a token-less PUT of a real archive works exactly once; then the URL is a 404 like any other', async () => {
+    it('a token-less PUT of a real archive works, and again (replacing it) while no run uses the version', async () => {
+      const first = configurationArchive('resource "null_resource" "uploaded-first" {}\n');
       const next = configurationArchive('resource "null_resource" "uploaded-last" {}\n');
-      const res = await upload(real.upload_token, next);
+      const res = await upload(real.upload_token, first);
       expect({ status: res.status, text: res.text }).toEqual({ status: 200, text: '' });
-      for (const [credential, authorization] of [
-        ['no Authorization header', undefined],
-        ["A's owner", `Bearer ${a.organizationToken}`],
-        ['the site admin', `Bearer ${h.adminToken}`],
-      ] as const) {
-        expectNotFound(await upload(real.upload_token, next, authorization), `second upload, ${credential}`);
-      }
+      // Credentials change nothing: the URL's secret is what authorizes it.
+      const again = await upload(real.upload_token, next, `Bearer ${b.organizationToken}`);
+      expect({ status: again.status, text: again.text }).toEqual({ status: 200, text: '' });
       const show = await api(h, 'get', `/configuration-versions/${pendingVersionId}`, a.organizationToken);
       expect(show.body.data.attributes.status).toBe('uploaded');
       expect(show.body.data.attributes['status-timestamps']).toHaveProperty('uploaded-at');

@@ -148,8 +148,8 @@ describe('runs API', () => {
         'has-changes': false,
         actions: { 'is-cancelable': true, 'is-confirmable': false, 'is-discardable': true, 'is-force-cancelable': false },
       });
-      // An object (go-tfe decodes it into a struct), never the string "{}".
-      expect(run.attributes['status-timestamps']).toEqual({});
+      // An object (go-tfe decodes it into a struct): a run may be queued for planning from its creation.
+      expect(run.attributes['status-timestamps']).toEqual({ 'plan-queueable-at': run.attributes['created-at'] });
       expect(run.relationships.workspace.data).toEqual({ type: 'workspaces', id: acme.workspaceId });
       expect(run.relationships.plan.data.id).toMatch(/^plan-/);
       expect(run.relationships['configuration-version'].data).toBeNull();
@@ -171,7 +171,7 @@ describe('runs API', () => {
       const res = await api(h, 'post', '/runs', acme.organizationToken, {
         data: {
           type: 'runs',
-          attributes: { message: 'custom', 'plan-only': true, 'is-destroy': 'true', 'auto-apply': true, 'target-addrs': ['x'] },
+          attributes: { message: 'custom', 'plan-only': true, 'is-destroy': 'true', 'auto-apply': true, 'policy-paths': ['x'] },
           relationships: {
             workspace: { data: { type: 'workspaces', id: acme.workspaceId } },
             'configuration-version': { data: { type: 'configuration-versions', id: cvId } },
@@ -180,7 +180,8 @@ describe('runs API', () => {
       });
       expect(res.status).toBe(201);
       expect(res.body.data.attributes).toMatchObject({ message: 'custom', 'plan-only': true, 'is-destroy': true, 'auto-apply': true });
-      expect(res.body.data.attributes).not.toHaveProperty('target-addrs');
+      // An attribute this service does not know is ignored, as HCP ignores unknown attributes.
+      expect(res.body.data.attributes).not.toHaveProperty('policy-paths');
       expect(res.body.data.attributes.actions['is-confirmable']).toBe(false);
       expect(res.body.data.relationships['configuration-version'].data).toEqual({ type: 'configuration-versions', id: cvId });
     });
@@ -359,7 +360,7 @@ describe('runs API', () => {
       const runId = await createRun(h, org.organizationToken, org.workspaceId);
       const hyphen = await api(h, 'get', `/runs/${runId}?include=task-stages`, org.organizationToken);
       expect(hyphen.status).toBe(200);
-      const bogus = await api(h, 'get', `/runs/${runId}?include=workspace`, org.organizationToken);
+      const bogus = await api(h, 'get', `/runs/${runId}?include=cost_estimate`, org.organizationToken);
       expectError(bogus, 400);
       expect(bogus.body.errors[0].source).toEqual({ parameter: 'include' });
     });
@@ -692,6 +693,7 @@ describe('runs API', () => {
       const body = await show(runId);
       expect(body.data.attributes.status).toBe('canceled');
       expect(body.data.attributes['status-timestamps']).toEqual({
+        'plan-queueable-at': body.data.attributes['created-at'],
         'canceled-at': expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
       });
       expect(body.data.attributes.actions).toMatchObject({ 'is-cancelable': false, 'is-confirmable': false, 'is-discardable': false });
@@ -717,7 +719,10 @@ describe('runs API', () => {
       expect(res.text).toBe('');
       const body = await show(runId);
       expect(body.data.attributes.status).toBe('discarded');
-      expect(body.data.attributes['status-timestamps']).toEqual({ 'discarded-at': expect.any(String) });
+      expect(body.data.attributes['status-timestamps']).toEqual({
+        'plan-queueable-at': body.data.attributes['created-at'],
+        'discarded-at': expect.any(String),
+      });
       expect(body.included.map((stage: { attributes: { status: string } }) => stage.attributes.status)).toEqual(['canceled', 'canceled']);
       expect((await resultsInDb(h, runId)).every((result) => result.status === 'canceled')).toBe(true);
       expectTransitionNotAllowed(await api(h, 'post', `/runs/${runId}/actions/discard`, org.organizationToken));
@@ -771,7 +776,10 @@ describe('runs API', () => {
       expect(res.status).toBe(202);
       const after = await show(runId);
       expect(after.data.attributes.status).toBe('confirmed');
-      expect(after.data.attributes['status-timestamps']).toEqual({ 'confirmed-at': expect.any(String) });
+      expect(after.data.attributes['status-timestamps']).toEqual({
+        'plan-queueable-at': after.data.attributes['created-at'],
+        'confirmed-at': expect.any(String),
+      });
       // Apply leaves the stages to the worker.
       expect(after.included.map((stage: { attributes: { status: string } }) => stage.attributes.status)).toEqual(['pending', 'pending']);
       expectTransitionNotAllowed(await api(h, 'post', `/runs/${runId}/actions/apply`, org.organizationToken));

@@ -59,8 +59,8 @@ describe('teams, tokens and team access', () => {
       expect(created.body.data.attributes.token).toMatch(TOKEN_SHAPE);
       expect(created.body.data.attributes.description).toBe('CI');
       expect(created.body.data.attributes['expired-at']).toBe('2999-01-01T00:00:00.000Z');
-      // An organization token has no team to name.
-      expect(created.body.data.relationships).toBeUndefined();
+      // An organization token has no team to name; it names its creator (the site admin's service user).
+      expect(created.body.data.relationships).toEqual({ 'created-by': { data: { type: 'users', id: 'user-site-admin' } } });
 
       const token = created.body.data.attributes.token as string;
       expect((await api(h, 'get', `/organizations/${name}`, token)).status).toBe(200);
@@ -471,11 +471,16 @@ describe('teams, tokens and team access', () => {
       expect(first).toMatch(TOKEN_SHAPE);
       expect((await api(h, 'get', '/organizations', first)).status).toBe(200);
 
-      expect(created.body.data.relationships).toEqual({ team: { data: { type: 'teams', id } } });
+      // Its team, and its creator: the organization token's service user.
+      const relationships = {
+        team: { data: { type: 'teams', id } },
+        'created-by': { data: { type: 'users', id: expect.stringMatching(/^user-api-org-/) } },
+      };
+      expect(created.body.data.relationships).toEqual(relationships);
       const shown = await api(h, 'get', `/teams/${id}/authentication-token`, acme.organizationToken);
       expect(shown.status).toBe(200);
       expect(shown.body.data.id).toBe(created.body.data.id);
-      expect(shown.body.data.relationships).toEqual({ team: { data: { type: 'teams', id } } });
+      expect(shown.body.data.relationships).toEqual(relationships);
       expect(shown.body.data.attributes.token).toBeNull();
       expect(shown.body.data.attributes.description).toBe('deploy');
 

@@ -40,7 +40,7 @@ import {
   grantWorkspace,
   JSON_API,
 } from '../../../test/support/fixtures.ts';
-import { NOT_FOUND, uniqueName, type Response } from '../../../test/support/assertions.ts';
+import { uniqueName, type Response } from '../../../test/support/assertions.ts';
 import { encode, Raw } from '../../../test/support/raw-json.ts';
 
 /**
@@ -636,7 +636,7 @@ const keyOf = (route: RouteDef): string => `${route.method} ${route.path}`;
 const WRITE_ROUTES = ROUTES.filter((route) => ['POST', 'PATCH', 'PUT'].includes(route.method));
 /** Write routes whose body is bytes (`body: 'raw'`): each has a property of its own (6.), not a WriteSpec. */
 const RAW_ROUTES: Record<string, string> = {
-  'PUT /uploads/configuration-versions/:upload_token': 'property 6: a configuration archive PUT to its single-use upload URL',
+  'PUT /uploads/configuration-versions/:upload_token': 'property 6: a configuration archive PUT to its upload URL',
   'PUT /plans/:plan_id/json-output': "property 7: a local run's plan JSON, reported by its pipeline",
   'PUT /runs/:run_id/plan/json-output': "property 7: a local run's plan JSON, reported by its pipeline",
 };
@@ -1352,6 +1352,44 @@ describe('request bodies of every write route (property-based)', () => {
         async () => ({ path: `/workspaces/${wsVersions}/configuration-versions`, body: versionDocument({}), token: teamReadToken }),
       ],
     };
+    /** An uploaded version that is not the workspace's current one (a newer one is uploaded after it). */
+    const archivableVersion = async (): Promise<string> => {
+      const older = await uploadedVersion();
+      await uploadedVersion();
+      return older;
+    };
+    const uploadedVersion = async (): Promise<string> => {
+      const res = await api(
+        h,
+        'post',
+        `/workspaces/${wsVersions}/configuration-versions`,
+        admin,
+        versionDocument({ 'auto-queue-runs': false }),
+      );
+      const put = await h.http
+        .put(new URL(String(res.body.data.attributes['upload-url'])).pathname)
+        .set('Content-Type', 'application/octet-stream')
+        .send(tarGz('resource "null_resource" "archived" {}\n'));
+      if (put.status !== 200) throw new Error(`upload a configuration version: ${describeResponse(put)}`);
+      return res.body.data.id as string;
+    };
+    const pendingVersion = (
+      await api(h, 'post', `/workspaces/${wsVersions}/configuration-versions`, admin, versionDocument({ 'auto-queue-runs': false }))
+    ).body.data.id as string;
+    const baseVersion = await archivableVersion();
+    SPECS['POST /configuration-versions/:configuration_version_id/actions/archive'] = {
+      attributes: '',
+      fields: { '/comment': str('text', 10_000, { nullable: true }) },
+      required: [],
+      success: 202,
+      base: async () => ({ path: `/configuration-versions/${baseVersion}/actions/archive`, body: { comment: 'base' } }),
+      fresh: async () => ({ path: `/configuration-versions/${await archivableVersion()}/actions/archive`, body: { comment: 'fresh' } }),
+      failures: [
+        async () => ({ path: `/configuration-versions/${pendingVersion}/actions/archive`, body: {} }),
+        async () => ({ path: '/configuration-versions/cv-doesnotexist0000/actions/archive', body: {} }),
+        async () => ({ path: `/configuration-versions/${await archivableVersion()}/actions/archive`, body: {}, token: teamReadToken }),
+      ],
+    };
 
     // -- site admin: subscriptions, on an organization of their own (a free plan would limit run tasks) --
     const subscribed = await createOrganization(h, 'prop-subscribed');
@@ -1811,16 +1849,20 @@ describe('request bodies of every write route (property-based)', () => {
           }
           // A run is queued only for an archive that arrived, and only when asked to.
           expect({ context, runs: await runsOn(version.id) }).toEqual({ context, runs: status === 'uploaded' && autoQueueRuns ? 1 : 0 });
-          // The URL works once: still usable only while the version is pending.
+          // The URL works again (replacing the archive) until a run uses the version: then a 409.
           const again = await rawPut(version.path, followUp, 'application/octet-stream', false);
-          if (status === 'pending') {
-            expect({ context, again: again.status }).toEqual({ context, again: 200 });
-          } else {
-            expect({ context, again: again.status, body: JSON.parse(again.text) as unknown }).toEqual({
+          if (status === 'uploaded' && autoQueueRuns) {
+            expect({
               context,
-              again: 404,
-              body: NOT_FOUND,
+              again: again.status,
+              title: (JSON.parse(again.text) as { errors?: { title?: string }[] }).errors?.[0]?.title,
+            }).toEqual({
+              context,
+              again: 409,
+              title: 'conflict',
             });
+          } else {
+            expect({ context, again: again.status }).toEqual({ context, again: 200 });
           }
         }),
         {

@@ -13,6 +13,8 @@ interface IssueOptions {
   teamId?: string;
   description?: string | null;
   expiresAt?: Date | null;
+  /** Who creates it: the acting principal's user id (actor.ts). */
+  createdBy?: string | null;
 }
 
 /**
@@ -40,6 +42,7 @@ export async function issueToken(em: EntityManager, secrets: SecretBox, options:
       tokenHash: secrets.hashToken(secret),
       description: options.description ?? null,
       expiresAt: options.expiresAt ?? null,
+      createdBy: options.createdBy ?? null,
     });
     await tx.flush();
     return { token, secret };

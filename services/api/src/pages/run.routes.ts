@@ -1,3 +1,4 @@
+import { actorId } from '../auth/actor.ts';
 import { notFound, RUN_ACTIONS, type RunAction } from '@runtasks/shared';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
@@ -80,7 +81,7 @@ export async function submitRunAction(ctx: ApiContext, session: PageSession): Pr
   parseWith(actionSchema, { comment: commentOf(form) });
   await findPageRun(ctx);
   const run = await findRun(ctx, 'runs:apply', { id: ctx.params['run_id'] ?? '' });
-  await applyRunAction(ctx.state.em, run, action);
+  await applyRunAction(ctx.state.em, run, action, actorId(ctx.state.principal));
   ctx.status = 303;
   ctx.redirect(runPagePath(ctx));
 }

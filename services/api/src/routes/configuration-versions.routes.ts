@@ -2,6 +2,7 @@ import type { FilterQuery } from '@mikro-orm/core';
 import {
   ApiError,
   ConfigurationVersion,
+  conflict,
   DB_NOW_ISO,
   generateToken,
   inTransaction,
@@ -15,7 +16,7 @@ import {
   Run,
 } from '@runtasks/shared';
 import { z } from 'zod';
-import { workspaceScope } from '../auth/scopes.ts';
+import { workspaceScope, type WorkspaceNeed } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { single } from '../http/jsonapi.ts';
@@ -25,6 +26,7 @@ import { serializeConfigurationVersion } from '../serializers/configuration-vers
 import { checkArchive } from '../services/configuration-version.service.ts';
 import { isGlobalEntitled } from '../services/run-task.service.ts';
 import { createRunIn } from '../services/run.service.ts';
+import { configurationVersionActionRoutes } from './configuration-version-actions.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { flexibleBoolean } from './schemas.ts';
 import { findWorkspace } from './workspaces.routes.ts';
@@ -34,7 +36,13 @@ const UPLOAD_TOKEN_PREFIX = 'rtup_';
 const createSchema = z.object({
   data: z.object({
     type: z.literal('configuration-versions'),
-    attributes: z.object({ 'auto-queue-runs': flexibleBoolean.optional(), speculative: flexibleBoolean.optional() }).default({}),
+    attributes: z
+      .object({
+        'auto-queue-runs': flexibleBoolean.optional(),
+        speculative: flexibleBoolean.optional(),
+        provisional: flexibleBoolean.optional(),
+      })
+      .default({}),
   }),
 });
 
@@ -47,8 +55,8 @@ function parseCreateAttributes(body: unknown): z.output<typeof createSchema>['da
   return empty ? {} : parseWith(createSchema, body).data.attributes;
 }
 
-async function findVersion(ctx: ApiContext): Promise<ConfigurationVersion> {
-  const scope = workspaceScope(ctx.state.principal, 'runs:read');
+export async function findVersion(ctx: ApiContext, need: WorkspaceNeed = 'runs:read'): Promise<ConfigurationVersion> {
+  const scope = workspaceScope(ctx.state.principal, need);
   if (!scope) throw notFound();
   const where = { id: ctx.params['configuration_version_id'] ?? '', workspace: scope } as FilterQuery<ConfigurationVersion>;
   return orNotFound(await ctx.state.em.findOne(ConfigurationVersion, where));
@@ -64,6 +72,7 @@ async function create(ctx: ApiContext): Promise<void> {
     status: 'pending',
     autoQueueRuns: attributes['auto-queue-runs'] ?? true,
     speculative: attributes.speculative ?? false,
+    provisional: attributes.provisional ?? false,
     uploadTokenHash: ctx.deps.secrets.hashToken(token),
     uploadExpiresAt: new Date(Date.now() + ctx.deps.config.configurationUploadUrlTtlSeconds * 1000),
   });
@@ -74,7 +83,9 @@ async function create(ctx: ApiContext): Promise<void> {
 
 /**
  * `PUT` of the archive to the upload URL, without a token (as go-tfe does): the URL's own secret
- * authorizes it, once, until it expires. Wrong, used and expired URLs are the same 404.
+ * authorizes it until it expires (wrong and expired URLs are the same 404). A later upload replaces the
+ * archive, as HCP's upload URLs allow, until a run uses the version (then 409: a run's configuration
+ * never changes under it) or it is archived (404).
  */
 async function upload(ctx: ApiContext): Promise<void> {
   const token = ctx.params['upload_token'] ?? '';
@@ -82,7 +93,7 @@ async function upload(ctx: ApiContext): Promise<void> {
   const em = ctx.state.em;
   const where = {
     uploadTokenHash: ctx.deps.secrets.hashToken(token),
-    status: 'pending',
+    status: { $in: ['pending', 'uploaded', 'errored'] },
     uploadExpiresAt: { $gt: new Date() },
   } as FilterQuery<ConfigurationVersion>;
   const version = orNotFound(await em.findOne(ConfigurationVersion, where, { populate: ['workspace', 'workspace.organization'] }));
@@ -92,13 +103,14 @@ async function upload(ctx: ApiContext): Promise<void> {
   const status = check.ok ? 'uploaded' : 'errored';
   const queued = await inTransaction(await nativePool(em), async (client) => {
     const claimed = await client.query(
-      numbered(`update configuration_versions set status = ?, error_message = ?, archive = ?, archive_size = ?, upload_token_hash = null,
+      numbered(`update configuration_versions set status = ?, error_message = ?, archive = ?, archive_size = ?,
               status_timestamps = status_timestamps || jsonb_build_object(?::text, ${DB_NOW_ISO}), updated_at = now()
-        where id = ? and status = 'pending' and upload_token_hash is not null`),
+        where id = ? and status in ('pending', 'uploaded', 'errored') and upload_token_hash is not null
+          and not exists (select 1 from runs where runs.configuration_version_id = configuration_versions.id)`),
       [status, check.ok ? null : check.detail, check.ok ? archive : null, archive.length, `${status}-at`, version.id],
     );
-    // A concurrent upload to the same URL won: this one found a used URL.
-    if (claimed.rowCount === 0) throw notFound();
+    // A run uses the version (an earlier upload queued it, or one was created on it) or it was archived meanwhile.
+    if (claimed.rowCount === 0) throw versionInUse();
     if (!check.ok || !version.autoQueueRuns) return undefined;
     const organization = version.workspace.organization;
     const place = {
@@ -118,6 +130,7 @@ async function upload(ctx: ApiContext): Promise<void> {
         planJson: null,
         configurationVersionId: version.id,
         createdBy: null,
+        options: { source: 'tfe-configuration-version', terraformVersion: version.workspace.terraformVersion },
       },
       (resultId) => issueCallbackToken(ctx.deps.secrets, resultId),
       resultDeadlines(ctx.deps.config),
@@ -128,6 +141,9 @@ async function upload(ctx: ApiContext): Promise<void> {
   if (!check.ok) throw new ApiError(check.status, 'invalid archive', check.detail);
   respond(ctx, 200);
 }
+
+const versionInUse = (): ApiError =>
+  conflict('A run uses this configuration version, so its archive can no longer change: create a new configuration version.');
 
 async function show(ctx: ApiContext): Promise<void> {
   respond(ctx, 200, single(serializeConfigurationVersion(await findVersion(ctx))));
@@ -212,4 +228,5 @@ export const configurationVersionRoutes: RouteDef[] = [
     response: { status: 200, content: 'none' },
     handler: upload,
   },
+  ...configurationVersionActionRoutes,
 ];

@@ -8,28 +8,27 @@ import {
   plannableTasksUnion,
   prepared,
   Run,
-  RUN_STAGES,
   runPrepared,
-  TaskResult,
-  TaskStage,
   type ExecutionMode,
   type RunAction,
   type TaskRow,
 } from '@runtasks/shared';
 import { z } from 'zod';
+import { actorId } from '../auth/actor.ts';
 import { runPermissions, workspaceRights } from '../auth/permissions.ts';
-import type { Principal } from '../auth/principal.ts';
 import { workspaceGrants } from '../auth/workspace-grants.ts';
 import { readableWorkspaceParams, workspaceAccessSql, workspaceScope, WORKSPACE_ROW, type WorkspaceNeed } from '../auth/scopes.ts';
 import { poolOf, type ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
-import { single, type Resource } from '../http/jsonapi.ts';
+import { single } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
-import { serializeApply, serializePlan } from '../serializers/execution.serializer.ts';
 import { serializeRun } from '../serializers/run.serializer.ts';
-import { serializeTaskStage } from '../serializers/task-stage.serializer.ts';
+import { runOptionAttributes, runOptionsFrom } from '../services/run-attributes.ts';
 import { applyRunAction, createRun, type RunPlace } from '../services/run.service.ts';
+import { includedForRuns, RUN_INCLUDES, stagesOf } from './run-includes.ts';
+import { planJsonRoutes } from './plan-json.routes.ts';
+import { findRunPage, RUN_LIST_PARAMS } from './run-list.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { findWorkspace } from './workspaces.routes.ts';
 import { flexibleBoolean, NO_NUL, relationshipTo, resourceDocument, safeText, WELL_FORMED } from './schemas.ts';
@@ -74,6 +73,7 @@ const createSchema = resourceDocument(
       'plan-only': flexibleBoolean.optional(),
       'is-destroy': flexibleBoolean.optional(),
       'auto-apply': flexibleBoolean.optional(),
+      ...runOptionAttributes,
       // A plan JSON document served to task servers at plan_json_api_url; otherwise a minimal one is.
       'plan-json': z
         .record(z.string(), z.unknown())
@@ -96,6 +96,8 @@ const createSchema = resourceDocument(
 // Not a union with z.undefined(): a union reports any failure at the document root, losing the pointer.
 export const actionSchema = z.object({ comment: safeText(10_000).nullable().optional() }).optional();
 
+export { canOverrideTasks } from './run-includes.ts';
+
 /** Runs are found through their workspace's scope, in the same query. */
 export async function findRun(ctx: ApiContext, need: WorkspaceNeed, where: FilterQuery<Run>): Promise<Run> {
   const scope = workspaceScope(ctx.state.principal, need);
@@ -105,43 +107,10 @@ export async function findRun(ctx: ApiContext, need: WorkspaceNeed, where: Filte
   );
 }
 
-export function canOverrideTasks(principal: Principal, organizationId: string): boolean {
-  if (principal.kind === 'team') return principal.organizationId === organizationId && principal.managePolicyOverrides;
-  return principal.kind === 'admin' || principal.organizationId === organizationId;
-}
-
 /** Whether the caller may apply, cancel and discard runs in this workspace: at most one query. */
 async function mayApplyIn(ctx: ApiContext, organizationId: string, workspaceId: string): Promise<boolean> {
   const grants = await workspaceGrants(ctx.state.em, ctx.state.principal, [workspaceId]);
   return workspaceRights(ctx.state.principal, organizationId, grants.get(workspaceId) ?? null).runs === 'apply';
-}
-
-const stageOrder = (stage: TaskStage): number => RUN_STAGES.indexOf(stage.stage);
-
-async function stagesOf(ctx: ApiContext, runs: readonly Run[]): Promise<Map<string, TaskStage[]>> {
-  const stages = runs.length === 0 ? [] : await ctx.state.em.find(TaskStage, { run: { $in: runs.map((run) => run.id) } });
-  const byRun = new Map<string, TaskStage[]>();
-  for (const stage of stages.sort((a, b) => stageOrder(a) - stageOrder(b))) {
-    byRun.set(stage.run.id, [...(byRun.get(stage.run.id) ?? []), stage]);
-  }
-  return byRun;
-}
-
-/** The task stages of these runs as included resources, with their results' ids: one query for all of them. */
-async function includedStages(ctx: ApiContext, runs: readonly Run[], stagesByRun: ReadonlyMap<string, TaskStage[]>): Promise<Resource[]> {
-  const stages = runs.flatMap((run) => stagesByRun.get(run.id) ?? []);
-  if (stages.length === 0) return [];
-  const results = await ctx.state.em.find(
-    TaskResult,
-    { taskStage: { $in: stages.map((stage) => stage.id) } },
-    { fields: ['id', 'taskStage'], orderBy: { createdAt: 'asc', id: 'asc' } },
-  );
-  const resultIds = new Map<string, string[]>();
-  for (const result of results) resultIds.set(result.taskStage.id, [...(resultIds.get(result.taskStage.id) ?? []), result.id]);
-  return runs.flatMap((run) => {
-    const permissions = { canOverrideTasks: canOverrideTasks(ctx.state.principal, run.organization.id) };
-    return (stagesByRun.get(run.id) ?? []).map((stage) => serializeTaskStage(stage, resultIds.get(stage.id) ?? [], permissions));
-  });
 }
 
 /** The run's configuration version must belong to its workspace and be uploaded. */
@@ -165,7 +134,7 @@ async function uploadedConfigurationVersion(
  */
 const PLANNABLE_WORKSPACE = prepared(
   'plannable-workspace',
-  `select w.id as workspace_id, w.organization_id, w.auto_apply, w.execution_mode, entitlement.global_entitled,
+  `select w.id as workspace_id, w.organization_id, w.auto_apply, w.execution_mode, w.terraform_version, entitlement.global_entitled,
           ${workspaceAccessSql(WORKSPACE_ROW, 2, 3, 'runs:apply')} as may_apply,
           t.task_id, t.workspace_task_id, t.name, t.url, t.hmac_key_encrypted, t.enabled, t.enforcement_level, t.stages
      from workspaces w join organizations o on o.id = w.organization_id
@@ -180,6 +149,7 @@ type PlannableWorkspaceRow = {
   organization_id: string;
   auto_apply: boolean;
   execution_mode: ExecutionMode;
+  terraform_version: string;
   global_entitled: boolean;
   may_apply: boolean;
 } & (TaskRow | { [K in keyof TaskRow]: null });
@@ -188,7 +158,7 @@ type PlannableWorkspaceRow = {
 async function plannableWorkspace(
   ctx: ApiContext,
   workspaceId: string,
-): Promise<RunPlace & { autoApply: boolean; mayApply: boolean; tasks: TaskRow[] }> {
+): Promise<RunPlace & { autoApply: boolean; mayApply: boolean; terraformVersion: string; tasks: TaskRow[] }> {
   const rows = await runPrepared<PlannableWorkspaceRow>(await poolOf(ctx), PLANNABLE_WORKSPACE, [
     workspaceId,
     ...readableWorkspaceParams(ctx.state.principal),
@@ -201,6 +171,7 @@ async function plannableWorkspace(
     globalEntitled: first.global_entitled,
     executionMode: first.execution_mode,
     autoApply: first.auto_apply,
+    terraformVersion: first.terraform_version,
     mayApply: first.may_apply,
     tasks: rows.filter((row): row is PlannableWorkspaceRow & TaskRow => row.task_id !== null),
   };
@@ -217,15 +188,18 @@ async function create(ctx: ApiContext): Promise<void> {
       'Applying runs in this workspace takes the "apply" runs permission: queue the run without auto-apply, for someone who may apply to confirm.',
     );
   const configurationVersion = await uploadedConfigurationVersion(ctx, place.workspaceId, relationships['configuration-version']?.data?.id);
+  // A speculative configuration version makes a speculative (plan-only) run, as in HCP.
+  const planOnly = (attributes['plan-only'] ?? false) || (configurationVersion?.speculative ?? false);
+  const isDestroy = attributes['is-destroy'] ?? false;
   const input = {
     message: attributes.message ?? 'Queued manually via the API',
-    // A speculative configuration version makes a speculative (plan-only) run, as in HCP.
-    planOnly: (attributes['plan-only'] ?? false) || (configurationVersion?.speculative ?? false),
-    isDestroy: attributes['is-destroy'] ?? false,
+    planOnly,
+    isDestroy,
     autoApply: attributes['auto-apply'] ?? place.autoApply,
     planJson: attributes['plan-json'] ?? null,
     configurationVersionId: configurationVersion?.id ?? null,
-    createdBy: ctx.state.principal.tokenId,
+    createdBy: actorId(ctx.state.principal),
+    options: runOptionsFrom(attributes, { planOnly, isDestroy, workspaceTerraformVersion: place.terraformVersion }),
   };
   const { run, stageIds, job } = await createRun(
     await poolOf(ctx),
@@ -240,47 +214,21 @@ async function create(ctx: ApiContext): Promise<void> {
   respond(ctx, 201, single(serializeRun(run, stageIds, runPermissions(place.mayApply))));
 }
 
-/** The runs' plans and applies as included resources, where `include` asks for them. */
-const includedExecutions = (include: ReadonlySet<string>, runs: readonly Run[]): Resource[] => [
-  ...(include.has('plan') ? runs.map(serializePlan) : []),
-  ...(include.has('apply') ? runs.map(serializeApply) : []),
-];
-
-const RUN_INCLUDES = ['task_stages', 'plan', 'apply'] as const;
-
 async function show(ctx: ApiContext): Promise<void> {
   const include = parseInclude(ctx.query, RUN_INCLUDES);
   const run = await findRun(ctx, 'runs:read', { id: ctx.params['run_id'] ?? '' });
   const stagesByRun = await stagesOf(ctx, [run]);
-  const stages = stagesByRun.get(run.id) ?? [];
-  const included = [
-    ...(include.has('task_stages') ? await includedStages(ctx, [run], stagesByRun) : []),
-    ...includedExecutions(include, [run]),
-  ];
+  const stageIds = (stagesByRun.get(run.id) ?? []).map((stage) => stage.id);
+  const included = await includedForRuns(ctx, include, [run], stagesByRun);
   const permissions = runPermissions(await mayApplyIn(ctx, run.organization.id, run.workspace.id));
-  respond(
-    ctx,
-    200,
-    single(
-      serializeRun(
-        run,
-        stages.map((stage) => stage.id),
-        permissions,
-      ),
-      included,
-    ),
-  );
+  respond(ctx, 200, single(serializeRun(run, stageIds, permissions), included));
 }
 
 async function listForWorkspace(ctx: ApiContext): Promise<void> {
   const include = parseInclude(ctx.query, RUN_INCLUDES);
   const workspace = await findWorkspace(ctx, 'runs:read', { id: ctx.params['workspace_id'] ?? '' });
   const page = parsePage(ctx.query);
-  const [runs, total] = await ctx.state.em.findAndCount(
-    Run,
-    { workspace: workspace.id },
-    { orderBy: { createdAt: 'desc', id: 'desc' }, limit: page.size, offset: page.offset },
-  );
+  const [runs, total] = await findRunPage(ctx.state.em, workspace.id, ctx.query, page);
   const stages = await stagesOf(ctx, runs);
   const permissions = runPermissions(await mayApplyIn(ctx, workspace.organization.id, workspace.id));
   const resources = runs.map((run) =>
@@ -290,7 +238,7 @@ async function listForWorkspace(ctx: ApiContext): Promise<void> {
       permissions,
     ),
   );
-  const included = [...(include.has('task_stages') ? await includedStages(ctx, runs, stages) : []), ...includedExecutions(include, runs)];
+  const included = await includedForRuns(ctx, include, runs, stages);
   respond(ctx, 200, collection(resources, page, total, publicRequestUrl(ctx), included));
 }
 
@@ -298,36 +246,9 @@ function action(name: RunAction) {
   return async (ctx: ApiContext): Promise<void> => {
     parseWith(actionSchema, ctx.request.body);
     const run = await findRun(ctx, 'runs:apply', { id: ctx.params['run_id'] ?? '' });
-    await applyRunAction(ctx.state.em, run, name);
+    await applyRunAction(ctx.state.em, run, name, actorId(ctx.state.principal));
     // HCP answers run actions with 202 Accepted and no body.
     respond(ctx, 202);
-  };
-}
-
-/** A minimal valid plan document for runs created without one, so task servers always have a plan to read. */
-function minimalPlan(terraformVersion: string): Record<string, unknown> {
-  return {
-    format_version: '1.2',
-    terraform_version: terraformVersion,
-    planned_values: { root_module: {} },
-    resource_changes: [],
-    configuration: { root_module: {} },
-  };
-}
-
-function planJson(where: (ctx: ApiContext) => FilterQuery<Run>) {
-  return async (ctx: ApiContext): Promise<void> => {
-    const access = ctx.state.taskAccess;
-    // A task result's access token reads its own run's plan only; anything else is a 404.
-    const run = access
-      ? orNotFound(
-          await ctx.state.em.findOne(Run, { $and: [where(ctx), { id: access.runId }] } as FilterQuery<Run>, { populate: ['workspace'] }),
-        )
-      : await findRun(ctx, 'runs:read', where(ctx));
-    await ctx.state.em.populate(run, ['planJson']);
-    ctx.status = 200;
-    ctx.type = 'application/json';
-    ctx.body = run.planJson ?? minimalPlan(run.workspace.terraformVersion);
   };
 }
 
@@ -339,7 +260,7 @@ export const runRoutes: RouteDef[] = [
     path: '/workspaces/:workspace_id/runs',
     auth: 'token',
     summary: "List a workspace's runs",
-    query: { page: true, include: RUN_INCLUDES },
+    query: { page: true, include: RUN_INCLUDES, params: RUN_LIST_PARAMS },
     handler: listForWorkspace,
   },
   {
@@ -369,20 +290,5 @@ export const runRoutes: RouteDef[] = [
     response: { status: 202, content: 'none' },
     handler: action('discard'),
   },
-  {
-    method: 'GET',
-    path: '/plans/:plan_id/json-output',
-    auth: 'token-or-task',
-    summary: "Download a plan's JSON output (by plan id)",
-    response: { status: 200, content: 'json' },
-    handler: planJson((ctx) => ({ planId: ctx.params['plan_id'] ?? '' })),
-  },
-  {
-    method: 'GET',
-    path: '/runs/:run_id/plan/json-output',
-    auth: 'token-or-task',
-    summary: "Download a run's plan JSON output",
-    response: { status: 200, content: 'json' },
-    handler: planJson((ctx) => ({ id: ctx.params['run_id'] ?? '' })),
-  },
+  ...planJsonRoutes,
 ];

@@ -1,6 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { ApiToken, invalidParameter, Team } from '@runtasks/shared';
 import { z } from 'zod';
+import { actorId } from '../auth/actor.ts';
 import { ownerOrganizationScope } from '../auth/scopes.ts';
 import { principalsChanged } from '../auth/authenticate.ts';
 import { issueToken } from '../auth/tokens.ts';
@@ -9,6 +10,7 @@ import { parseWith } from '../http/body.ts';
 import { single } from '../http/jsonapi.ts';
 import { serializeToken } from '../serializers/token.serializer.ts';
 import { orNotFound, respond, type RouteDef } from './define.ts';
+import { tokenIdRoutes } from './token-ids.routes.ts';
 import { findOrganization } from './organizations.routes.ts';
 import { noRelationships, safeText } from './schemas.ts';
 
@@ -105,6 +107,7 @@ function tokenRoutesFor(owner: TokenOwner): RouteDef[] {
       teamId: 'team' in ownerFilter ? ownerFilter.team : undefined,
       description: attributes.description ?? null,
       expiresAt: expiryOf(attributes['expired-at']),
+      createdBy: actorId(ctx.state.principal),
     });
     // The previous token of its owner was revoked with it.
     principalsChanged(ctx);
@@ -138,4 +141,4 @@ function tokenRoutesFor(owner: TokenOwner): RouteDef[] {
   ];
 }
 
-export const tokenRoutes: RouteDef[] = [...tokenRoutesFor(organizationOwner), ...tokenRoutesFor(teamOwner)];
+export const tokenRoutes: RouteDef[] = [...tokenRoutesFor(organizationOwner), ...tokenRoutesFor(teamOwner), ...tokenIdRoutes];

@@ -12,6 +12,7 @@ export function serializeConfigurationVersion(version: ConfigurationVersion, upl
       'error-message': version.errorMessage ?? null,
       source: 'tfe-api',
       speculative: version.speculative,
+      provisional: version.provisional,
       status: version.status,
       'status-timestamps': version.statusTimestamps,
       'changed-files': [],

@@ -1,6 +1,7 @@
 import { planStatus, runActionSubject, runActionTarget, type Run } from '@runtasks/shared';
 import type { Permissions } from '../auth/permissions.ts';
 import { selfLink, timestamp, toMany, toOne, type Resource } from '../http/jsonapi.ts';
+import { runActorRelationships, runOptionAttributes } from './run-attributes.serializer.ts';
 
 /** What a run's document shows: the entity, or a run just created without the unit of work. */
 export type RunView = Pick<
@@ -19,6 +20,9 @@ export type RunView = Pick<
   | 'executionMode'
   | 'hasChanges'
   | 'configurationVersionId'
+  | 'options'
+  | 'createdBy'
+  | 'confirmedBy'
 > & { workspace: { id: string } };
 
 /** `permissions` are the caller's (left out in included resources). */
@@ -31,7 +35,6 @@ export function serializeRun(run: RunView, taskStageIds: readonly string[], perm
       status: run.status,
       'status-timestamps': run.statusTimestamps,
       message: run.message,
-      source: 'tfe-api',
       'is-destroy': run.isDestroy,
       'plan-only': run.planOnly,
       'auto-apply': run.autoApply,
@@ -45,6 +48,7 @@ export function serializeRun(run: RunView, taskStageIds: readonly string[], perm
         'is-discardable': runActionTarget('discard', subject) !== null,
         'is-force-cancelable': false,
       },
+      ...runOptionAttributes(run),
       ...(permissions && { permissions }),
     },
     relationships: {
@@ -53,6 +57,7 @@ export function serializeRun(run: RunView, taskStageIds: readonly string[], perm
       apply: toOne('applies', run.applyId),
       'configuration-version': toOne('configuration-versions', run.configurationVersionId),
       'task-stages': toMany('task-stages', taskStageIds),
+      ...runActorRelationships(run),
     },
     links: selfLink(`/runs/${run.id}`),
   };

@@ -1,4 +1,5 @@
 import type { ApiToken } from '@runtasks/shared';
+import { parseActor } from '../auth/actor.ts';
 import { selfLink, timestamp, toOne, type Resource } from '../http/jsonapi.ts';
 
 /** The plaintext token is included only in the response that creates it. */
@@ -13,8 +14,12 @@ export function serializeToken(token: ApiToken, secret?: string): Resource {
       'last-used-at': timestamp(token.lastUsedAt),
       'expired-at': timestamp(token.expiresAt),
     },
-    // A team token names its team, as HCP's does (go-tfe's TeamToken reads it).
-    ...(token.team && { relationships: { team: toOne('teams', token.team.id) } }),
+    relationships: {
+      // A team token names its team, as HCP's does (go-tfe's TeamToken reads it).
+      ...(token.team && { team: toOne('teams', token.team.id) }),
+      // The creator's service user (actor.ts); null for a token created before creators were recorded.
+      'created-by': toOne('users', parseActor(token.createdBy) ? token.createdBy : null),
+    },
     links: selfLink(`/authentication-tokens/${token.id}`),
   };
 }

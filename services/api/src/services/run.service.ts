@@ -26,11 +26,13 @@ import {
   type ResultDeadlines,
   type Run,
   type RunAction,
+  type RunOptions,
   runActionSubject,
   type RunCreatedJob,
   type TaskRow,
 } from '@runtasks/shared';
 import type { RunView } from '../serializers/run.serializer.ts';
+import { recordConfirmedBy } from './run-attributes.ts';
 
 export interface CreateRunInput {
   message: string;
@@ -40,6 +42,8 @@ export interface CreateRunInput {
   planJson: unknown;
   configurationVersionId: string | null;
   createdBy: string | null;
+  /** HCP's creation attributes the engine does not read (run-attributes.ts). */
+  options?: RunOptions;
 }
 
 /** The workspace a run is created in, as planning needs it. */
@@ -65,10 +69,10 @@ export interface RunPlace {
 const CREATE_RUN_SQL = `with run as (
     insert into runs (id, organization_id, workspace_id, plan_id, apply_id, execution_mode, has_changes, resource_additions, resource_changes,
                       resource_destructions, resource_imports, status, status_timestamps, message, is_destroy, plan_only, auto_apply,
-                      has_task_warnings, stages_planned, created_by, configuration_version_id, plan_json, version, created_at, updated_at)
+                      has_task_warnings, stages_planned, created_by, configuration_version_id, plan_json, options, version, created_at, updated_at)
     select ?, ?, ?, ?, ?, ?::text, ?::boolean, ?::int, ?::int, ?::int, ?::int, ?::text,
            coalesce(jsonb_object_agg(key, ${DB_NOW_ISO}) filter (where key is not null), '{}'), ?, ?, ?, ?, false, true, ?, ?,
-           ?::jsonb, ?::int, now(), now()
+           ?::jsonb, ?::jsonb, ?::int, now(), now()
       from (select ?::text as key) started
     returning created_at, status_timestamps),
   event as (
@@ -132,6 +136,7 @@ function runCreation(
     input.createdBy,
     input.configurationVersionId,
     input.planJson === null || input.planJson === undefined ? null : JSON.stringify(input.planJson),
+    JSON.stringify(input.options ?? {}),
     // Versions count transitions, as the advance moves them.
     started ? 2 : 1,
     started ? statusTimestampKey(started.runStatus) : null,
@@ -158,6 +163,7 @@ function runCreation(
     executionMode: place.executionMode,
     hasChanges: summary.hasChanges,
     configurationVersionId: input.configurationVersionId,
+    ...{ options: input.options ?? {}, createdBy: input.createdBy, confirmedBy: null },
   });
   const job = startedStageId === undefined ? { runId: id } : { runId: id, stageId: startedStageId };
   return { params, job, view, stageIds: planned.stages.map((stage) => stage.id) };
@@ -209,7 +215,7 @@ const APPLICABLE = ` and not plan_only and (execution_mode <> 'local' or has_cha
  * Applies a run action as one conditional update, so concurrent actions cannot both win; a run that
  * is canceled or discarded takes its unfinished stages and results with it.
  */
-export async function applyRunAction(em: EntityManager, run: Run, action: RunAction): Promise<void> {
+export async function applyRunAction(em: EntityManager, run: Run, action: RunAction, actorTokenId: string | null = null): Promise<void> {
   const target = runActionTarget(action, runActionSubject(run));
   if (!target)
     throw conflict(`A run that is ${run.status} cannot be ${action === 'apply' ? 'applied' : `${action}ed`}.`, 'transition not allowed');
@@ -230,7 +236,7 @@ export async function applyRunAction(em: EntityManager, run: Run, action: RunAct
     }
     // Wake the workers (through the outbox, so the API never waits on Redis).
     await recordOutboxEvent(tx, JOBS.runAdvance, run.id);
-    if (action === 'apply') return;
+    if (action === 'apply') return recordConfirmedBy(tx, run.id, actorTokenId);
     const canceledAt = `jsonb_build_object('canceled-at', ${DB_NOW_ISO})`;
     await tx.execute(
       // Locked in id order (then their stages, by the trigger), as the sweeper does, so the two never deadlock.

@@ -36,6 +36,8 @@ const ApiTokenSchema = defineEntity({
     // HMAC-SHA256 of the token under the server's secret key: a stolen table does not yield usable tokens.
     tokenHash: p.string().length(64).unique(),
     description: p.text().nullable(),
+    // Who created this token (HCP's `created-by`): the acting principal's user id (api's auth/actor.ts).
+    createdBy: p.text().nullable(),
     createdAt: p.datetime().onCreate(() => new Date()),
     expiresAt: p.datetime().nullable(),
     revokedAt: p.datetime().nullable(),

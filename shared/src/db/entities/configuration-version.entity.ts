@@ -1,7 +1,7 @@
 import { defineEntity, p } from '@mikro-orm/core';
 import { Workspace } from './workspace.entity.ts';
 
-export const CONFIGURATION_VERSION_STATUSES = ['pending', 'uploaded', 'errored'] as const;
+export const CONFIGURATION_VERSION_STATUSES = ['pending', 'uploaded', 'errored', 'archived'] as const;
 
 const ConfigurationVersionSchema = defineEntity({
   name: 'ConfigurationVersion',
@@ -18,6 +18,8 @@ const ConfigurationVersionSchema = defineEntity({
     errorMessage: p.text().nullable(),
     autoQueueRuns: p.boolean().default(true),
     speculative: p.boolean().default(false),
+    // Not the workspace's current configuration until a run that uses it is applied (HCP's provisional).
+    provisional: p.boolean().default(false),
     // The upload URL's secret, hashed; cleared once used, so the URL works once.
     uploadTokenHash: p.string().length(64).nullable().unique(),
     uploadExpiresAt: p.datetime().nullable(),

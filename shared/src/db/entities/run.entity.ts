@@ -1,4 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
+import type { RunOptions } from '../../domain/run-options.ts';
 import type { ExecutionMode, RunStatus } from '../../domain/statuses.ts';
 import { Organization } from './organization.entity.ts';
 import { Workspace } from './workspace.entity.ts';
@@ -8,6 +9,8 @@ const RunSchema = defineEntity({
   tableName: 'runs',
   indexes: [
     { name: 'runs_workspace_created_idx', properties: ['workspace', 'createdAt'] },
+    // Whether a configuration version is in use (its upload and archive actions ask): no scan of every run.
+    { name: 'runs_configuration_version_idx', properties: ['configurationVersionId'] },
     // The sweeper's (services/worker/src/engine/sweeper.ts, IDLE_RUNS_SQL): its predicate is that query's.
     {
       name: 'runs_unfinished_idx',
@@ -45,7 +48,14 @@ const RunSchema = defineEntity({
     // Set when the run's task stages are planned (at its creation): a pending run without stages and
     // without this flag was created by an earlier version, and its first advance plans it (advance-run.ts).
     stagesPlanned: p.boolean().default(false),
+    // Who created the run and who confirmed (applied) it: the acting principal's user id (api's auth/actor.ts).
     createdBy: p.text().nullable(),
+    confirmedBy: p.text().nullable(),
+    // HCP's creation attributes the engine does not read (refresh, target-addrs, variables, ...): run-options.ts.
+    options: p
+      .json<RunOptions>()
+      .defaultRaw(`'{}'`)
+      .onCreate(() => ({})),
     configurationVersionId: p.string().length(32).nullable(),
     planJson: p.json<unknown>().nullable().lazy(),
     version: p.integer().version(),

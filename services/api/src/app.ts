@@ -1,8 +1,8 @@
 import Router from '@koa/router';
-import { invalidParameter, notFound } from '@runtasks/shared';
+import { invalidParameter, notFound } from '@runtasks/shared/errors';
 import Koa from 'koa';
 import { randomUUID } from 'node:crypto';
-import { checkReadiness, Metrics } from '@runtasks/shared';
+import { checkReadiness, Metrics } from '@runtasks/shared/ops';
 import { rateLimit } from './ops/rate-limit.ts';
 import { buildOpenApiDocument } from './openapi/document.ts';
 import { serveReference } from './openapi/reference-page.ts';

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { loggerOptions, Metrics } from '@runtasks/shared';
+import { loggerOptions } from '@runtasks/shared/logger';
+import { Metrics } from '@runtasks/shared/ops';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { API_TOKEN_PREFIX } from '@runtasks/shared';
+import { API_TOKEN_PREFIX } from '@runtasks/shared/security';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
 import {
   api,

@@ -1,18 +1,10 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import {
-  JOB_OPTIONS,
-  JOBS,
-  Metrics,
-  nativePool,
-  pendingMigrations,
-  PRINCIPALS_CHANNEL,
-  QUEUES,
-  runCreatedJobId,
-  type Config,
-  type Logger,
-  type RunCreatedJob,
-  type SecretBox,
-} from '@runtasks/shared';
+import { type Config } from '@runtasks/shared/config';
+import { type Logger } from '@runtasks/shared/logger';
+import { nativePool, pendingMigrations } from '@runtasks/shared/db';
+import { JOB_OPTIONS, JOBS, PRINCIPALS_CHANNEL, QUEUES, runCreatedJobId, type RunCreatedJob } from '@runtasks/shared/queue';
+import { type SecretBox } from '@runtasks/shared/security';
+import { Metrics } from '@runtasks/shared/ops';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { FailedAuthLimit } from '../auth/failed-auth-limit.ts';

@@ -1,5 +1,5 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { Organization, RunTask, Workspace } from '@runtasks/shared';
+import { Organization, RunTask, Workspace } from '@runtasks/shared/db';
 import { runTaskScope } from '../auth/run-task-scope.ts';
 import { organizationScope, workspaceScope } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';

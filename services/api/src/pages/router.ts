@@ -1,4 +1,4 @@
-import { ApiError, notFound } from '@runtasks/shared';
+import { ApiError, notFound } from '@runtasks/shared/errors';
 import type { Next } from 'koa';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { ApiContext } from '../context.ts';

@@ -1,4 +1,5 @@
-import { DeliveryAttempt, RUN_STAGES, TaskResult, TaskStage, type Run } from '@runtasks/shared';
+import { RUN_STAGES } from '@runtasks/shared/domain';
+import { DeliveryAttempt, TaskResult, TaskStage, type Run } from '@runtasks/shared/db';
 import { createHash } from 'node:crypto';
 import { poolOf, type ApiContext } from '../context.ts';
 import { canOverrideTasks, findRun } from '../routes/runs.routes.ts';

@@ -1,4 +1,5 @@
-import { notFound, RUN_ACTIONS, type RunAction } from '@runtasks/shared';
+import { notFound } from '@runtasks/shared/errors';
+import { RUN_ACTIONS, type RunAction } from '@runtasks/shared/domain';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { actionSchema, canOverrideTasks, findRun } from '../routes/runs.routes.ts';

@@ -1,4 +1,4 @@
-import { Run, WorkspaceTask, type Workspace } from '@runtasks/shared';
+import { Run, WorkspaceTask, type Workspace } from '@runtasks/shared/db';
 import type { ApiContext } from '../context.ts';
 import { parsePage } from '../http/pagination.ts';
 import { findWorkspace } from '../routes/workspaces.routes.ts';

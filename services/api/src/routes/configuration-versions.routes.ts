@@ -1,19 +1,8 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import {
-  ApiError,
-  ConfigurationVersion,
-  DB_NOW_ISO,
-  generateToken,
-  inTransaction,
-  isPlausibleToken,
-  issueCallbackToken,
-  resultDeadlines,
-  nativePool,
-  newId,
-  notFound,
-  numbered,
-  Run,
-} from '@runtasks/shared';
+import { ApiError, notFound } from '@runtasks/shared/errors';
+import { newId } from '@runtasks/shared/domain';
+import { ConfigurationVersion, DB_NOW_ISO, inTransaction, resultDeadlines, nativePool, numbered, Run } from '@runtasks/shared/db';
+import { generateToken, isPlausibleToken, issueCallbackToken } from '@runtasks/shared/security';
 import { z } from 'zod';
 import { workspaceScope } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';

@@ -1,5 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { ApiError, createOwnersTeam, EDITIONS, inLongTransaction, newId, notFound, Organization } from '@runtasks/shared';
+import { ApiError, notFound } from '@runtasks/shared/errors';
+import { EDITIONS, newId } from '@runtasks/shared/domain';
+import { createOwnersTeam, inLongTransaction, Organization } from '@runtasks/shared/db';
 import { z } from 'zod';
 import { principalsChanged } from '../auth/authenticate.ts';
 import { organizationPermissions } from '../auth/permissions.ts';

@@ -1,14 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import {
-  ENFORCEMENT_LEVELS,
-  newId,
-  notFound,
-  RUN_STAGES,
-  RunTask,
-  StatementShapes,
-  WorkspaceTask,
-  type Organization,
-} from '@runtasks/shared';
+import { notFound } from '@runtasks/shared/errors';
+import { ENFORCEMENT_LEVELS, newId, RUN_STAGES } from '@runtasks/shared/domain';
+import { RunTask, StatementShapes, WorkspaceTask, type Organization } from '@runtasks/shared/db';
 import { z } from 'zod';
 import { runTaskScope } from '../auth/run-task-scope.ts';
 import { poolOf, type ApiContext } from '../context.ts';

@@ -1,21 +1,18 @@
 import type { FilterQuery } from '@mikro-orm/core';
+import { invalidAttribute, notFound } from '@runtasks/shared/errors';
+import { RUN_STAGES, type ExecutionMode, type RunAction } from '@runtasks/shared/domain';
 import {
   ConfigurationVersion,
-  invalidAttribute,
-  issueCallbackToken,
   resultDeadlines,
-  notFound,
   plannableTasksUnion,
   prepared,
   Run,
-  RUN_STAGES,
   runPrepared,
   TaskResult,
   TaskStage,
-  type ExecutionMode,
-  type RunAction,
   type TaskRow,
-} from '@runtasks/shared';
+} from '@runtasks/shared/db';
+import { issueCallbackToken } from '@runtasks/shared/security';
 import { z } from 'zod';
 import { runPermissions, workspaceRights } from '../auth/permissions.ts';
 import type { Principal } from '../auth/principal.ts';

@@ -1,5 +1,6 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { DeliveryAttempt, notFound, prepared, runPrepared, TaskResult, TaskResultOutcome } from '@runtasks/shared';
+import { notFound } from '@runtasks/shared/errors';
+import { DeliveryAttempt, prepared, runPrepared, TaskResult, TaskResultOutcome } from '@runtasks/shared/db';
 import { readableWorkspaceParams, readableWorkspaceSql, RUN_ROW, workspaceScope, type ScopeFilter } from '../auth/scopes.ts';
 import { poolOf, type ApiContext } from '../context.ts';
 import { single } from '../http/jsonapi.ts';

@@ -1,16 +1,6 @@
-import {
-  ApiError,
-  invalidAttribute,
-  invalidParameter,
-  newId,
-  Team,
-  TEAM_RUNS_ACCESS,
-  TEAM_WORKSPACE_ACCESS,
-  TeamWorkspace,
-  Workspace,
-  type TeamRunsAccess,
-  type TeamWorkspaceAccess,
-} from '@runtasks/shared';
+import { ApiError, invalidAttribute, invalidParameter } from '@runtasks/shared/errors';
+import { newId, TEAM_RUNS_ACCESS, TEAM_WORKSPACE_ACCESS, type TeamRunsAccess, type TeamWorkspaceAccess } from '@runtasks/shared/domain';
+import { Team, TeamWorkspace, Workspace } from '@runtasks/shared/db';
 import type { FilterQuery } from '@mikro-orm/core';
 import { z } from 'zod';
 import { ownerOrganizationScope } from '../auth/scopes.ts';

@@ -1,5 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { ApiError, invalidAttribute, invalidParameter, newId, OWNERS_TEAM_NAME, Team, TEAM_VISIBILITIES } from '@runtasks/shared';
+import { ApiError, invalidAttribute, invalidParameter } from '@runtasks/shared/errors';
+import { newId, TEAM_VISIBILITIES } from '@runtasks/shared/domain';
+import { OWNERS_TEAM_NAME, Team } from '@runtasks/shared/db';
 import { z } from 'zod';
 import { principalsChanged } from '../auth/authenticate.ts';
 import { teamPermissions } from '../auth/permissions.ts';

@@ -1,5 +1,6 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { ApiToken, invalidParameter, Team } from '@runtasks/shared';
+import { invalidParameter } from '@runtasks/shared/errors';
+import { ApiToken, Team } from '@runtasks/shared/db';
 import { z } from 'zod';
 import { ownerOrganizationScope } from '../auth/scopes.ts';
 import { principalsChanged } from '../auth/authenticate.ts';

@@ -1,5 +1,6 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { ENFORCEMENT_LEVELS, newId, RUN_STAGES, RunTask, WorkspaceTask, type RunStage, type Workspace } from '@runtasks/shared';
+import { ENFORCEMENT_LEVELS, newId, RUN_STAGES, type RunStage } from '@runtasks/shared/domain';
+import { RunTask, WorkspaceTask, type Workspace } from '@runtasks/shared/db';
 import { z } from 'zod';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';

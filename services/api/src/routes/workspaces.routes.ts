@@ -1,5 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { EXECUTION_MODES, inLongTransaction, newId, notFound, Workspace } from '@runtasks/shared';
+import { notFound } from '@runtasks/shared/errors';
+import { EXECUTION_MODES, newId } from '@runtasks/shared/domain';
+import { inLongTransaction, Workspace } from '@runtasks/shared/db';
 import { z } from 'zod';
 import { workspacePermissions, workspaceRights, type WorkspaceGrant } from '../auth/permissions.ts';
 import type { Principal } from '../auth/principal.ts';

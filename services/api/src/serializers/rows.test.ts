@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { ID_PREFIX, newId, type IdKind } from '@runtasks/shared';
+import { ID_PREFIX, newId, type IdKind } from '@runtasks/shared/domain';
 import { idList } from './rows.ts';
 
 describe('idList: ids read as one comma-joined text', () => {

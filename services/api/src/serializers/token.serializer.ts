@@ -1,4 +1,4 @@
-import type { ApiToken } from '@runtasks/shared';
+import type { ApiToken } from '@runtasks/shared/db';
 import { selfLink, timestamp, toOne, type Resource } from '../http/jsonapi.ts';
 
 /** The plaintext token is included only in the response that creates it. */

@@ -4,7 +4,7 @@ import { runTaskScope } from '../auth/run-task-scope.ts';
 import { organizationScope, workspaceScope } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
 import { parsePage } from '../http/pagination.ts';
-import { findOrganization } from '../routes/organizations.routes.ts';
+import { findOrganization } from '../services/organization.service.ts';
 import { pagePath } from './access.ts';
 import { pager, words } from './components.ts';
 import { html, type SafeHtml } from './html.ts';

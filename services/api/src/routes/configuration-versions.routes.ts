@@ -16,7 +16,7 @@ import { isGlobalEntitled } from '../services/run-task.service.ts';
 import { createRunIn } from '../services/run.service.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { flexibleBoolean } from './schemas.ts';
-import { findWorkspace } from './workspaces.routes.ts';
+import { findWorkspace } from '../services/workspace.service.ts';
 
 const UPLOAD_TOKEN_PREFIX = 'rtup_';
 

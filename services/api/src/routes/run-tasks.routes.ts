@@ -14,7 +14,7 @@ import { serializeRunTask, serializeWorkspaceTask } from '../serializers/run-tas
 import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
 import { assertEditionAllowsAnotherTask, isGlobalEntitled, verifyTaskEndpoint, workspaceTaskIdsOf } from '../services/run-task.service.ts';
 import { orNotFound, publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
-import { findOrganization } from './organizations.routes.ts';
+import { findOrganization } from '../services/organization.service.ts';
 import { characters, distinctList, flexibleBoolean, nameSchema, noRelationships, resourceDocument, safeText, taskUrl } from './schemas.ts';
 
 const globalConfiguration = z

@@ -12,7 +12,7 @@ import { single } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
 import { serializeTeam } from '../serializers/team.serializer.ts';
 import { orNotFound, publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
-import { findOrganization } from './organizations.routes.ts';
+import { findOrganization } from '../services/organization.service.ts';
 import { flexibleBoolean, noRelationships, resourceDocument, safeText } from './schemas.ts';
 
 const organizationAccess = z

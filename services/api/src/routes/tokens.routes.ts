@@ -10,7 +10,7 @@ import { parseWith } from '../http/body.ts';
 import { single } from '../http/jsonapi.ts';
 import { serializeToken } from '../serializers/token.serializer.ts';
 import { orNotFound, respond, type RouteDef } from './define.ts';
-import { findOrganization } from './organizations.routes.ts';
+import { findOrganization } from '../services/organization.service.ts';
 import { noRelationships, safeText } from './schemas.ts';
 
 /**

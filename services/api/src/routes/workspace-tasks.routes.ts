@@ -10,7 +10,7 @@ import { serializeWorkspaceTask } from '../serializers/run-task.serializer.ts';
 import { assertEditionAllowsWorkspace } from '../services/run-task.service.ts';
 import { orNotFound, publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
 import { distinctList, relationshipTo, resourceDocument } from './schemas.ts';
-import { findWorkspace } from './workspaces.routes.ts';
+import { findWorkspace } from '../services/workspace.service.ts';
 
 const stageAttributes = {
   // `stage` is deprecated; `stages` wins when both are sent.

@@ -1,7 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { notFound } from '@runtasks/shared/errors';
 import { ENFORCEMENT_LEVELS, newId, RUN_STAGES } from '@runtasks/shared/domain';
-import { RunTask, StatementShapes, WorkspaceTask, type Organization } from '@runtasks/shared/db';
+import { idList, idListSql, RunTask, StatementShapes, WorkspaceTask, type Organization } from '@runtasks/shared/db';
 import { z } from 'zod';
 import { runTaskScope } from '../auth/run-task-scope.ts';
 import { poolOf, type ApiContext } from '../context.ts';
@@ -9,7 +9,7 @@ import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
 import { single, type Resource } from '../http/jsonapi.ts';
 import { collection, MAX_PAGE_SIZE, parsePage, type Page } from '../http/pagination.ts';
-import { idList, idListSql, runTaskFromRow, type Absent, type RunTaskRow } from '../serializers/rows.ts';
+import { runTaskFromRow, type Absent, type RunTaskRow } from '../serializers/rows.ts';
 import { serializeRunTask, serializeWorkspaceTask } from '../serializers/run-task.serializer.ts';
 import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
 import { assertEditionAllowsAnotherTask, isGlobalEntitled, verifyTaskEndpoint, workspaceTaskIdsOf } from '../services/run-task.service.ts';

@@ -25,6 +25,31 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
       'no-console': 'error',
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [
+            {
+              name: '@runtasks/shared',
+              message: 'Import the layer you need: @runtasks/shared/domain, /db, /queue, /config, /errors, /logger, …',
+            },
+          ],
+        },
+      ],
     },
+  },
+  {
+    // Not yet converted to the layered imports of `@runtasks/shared`; remove each file once it is.
+    files: [
+      'services/worker/src/**/*.ts',
+      'services/worker/test/**/*.ts',
+      'services/api/src/services/run.service.ts',
+      'services/api/src/services/task-stage.service.ts',
+      'services/api/src/services/execution-report.service.ts',
+      'services/api/src/routes/callback.routes.ts',
+      'services/api/src/routes/task-stages.routes.ts',
+      'services/api/src/routes/executions.routes.ts',
+    ],
+    rules: { 'no-restricted-imports': 'off' },
   },
 );

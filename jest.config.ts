@@ -10,7 +10,12 @@ const config: Config = {
   testEnvironment: 'node',
   extensionsToTreatAsEsm: ['.ts'],
   transform: { '^.+\\.ts$': swc },
-  moduleNameMapper: { '^@runtasks/shared$': '<rootDir>/shared/src/index.ts' },
+  // The same map as shared/package.json's `exports`: Jest resolves the workspace link by these paths.
+  moduleNameMapper: {
+    '^@runtasks/shared$': '<rootDir>/shared/src/index.ts',
+    '^@runtasks/shared/(config|errors|logger)$': '<rootDir>/shared/src/$1.ts',
+    '^@runtasks/shared/([a-z-]+)$': '<rootDir>/shared/src/$1/index.ts',
+  },
   testMatch: [
     '<rootDir>/shared/**/*.test.ts',
     '<rootDir>/services/*/src/**/*.test.ts',

@@ -20,16 +20,9 @@
  * On a terminal it redraws a small table; with CI set or without a TTY it prints plain lines only. The
  * service logs (at DEMO_LOG_LEVEL, default info) to .runtasks/demo-service.log (RUNTASKS_DATA_DIR).
  */
-import {
-  ConfigError,
-  DEFAULT_DATABASE_URL,
-  DEFAULT_REDIS_URL,
-  EmbeddedError,
-  FINAL_RUN_STATUSES,
-  onEmbeddedServer,
-  RUN_STATUSES,
-  type RunStatus,
-} from '@runtasks/shared';
+import { ConfigError, DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL } from '@runtasks/shared/config';
+import { FINAL_RUN_STATUSES, RUN_STATUSES, type RunStatus } from '@runtasks/shared/domain';
+import { EmbeddedError, onEmbeddedServer } from '@runtasks/shared/embedded';
 import { Redis } from 'ioredis';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';

@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { createConnection } from 'node:net';
-import { ConfigError, EmbeddedError } from '@runtasks/shared';
+import { ConfigError } from '@runtasks/shared/config';
+import { EmbeddedError } from '@runtasks/shared/embedded';
 import { startOwnServices } from './lib/own-services.ts';
 
 /**

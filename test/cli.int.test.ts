@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { createSecretBox, randomAlphanumeric } from '@runtasks/shared';
+import { randomAlphanumeric } from '@runtasks/shared/domain';
+import { createSecretBox } from '@runtasks/shared/security';
 import { spawnSync } from 'node:child_process';
 import { databaseUrl, dropDatabase, PREFIX, withAdminClient } from './support/databases.ts';
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { CALLBACK_TOKEN_PREFIX, newId } from '@runtasks/shared';
+import { newId } from '@runtasks/shared/domain';
+import { CALLBACK_TOKEN_PREFIX } from '@runtasks/shared/security';
 import { api, createRun, seedOrganization, type Fixture } from './support/fixtures.ts';
 import { startHarness, type Harness } from './support/harness.ts';
 import { checkInvariants } from './support/invariants.ts';

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { isRunning, startEmbeddedServices, type EmbeddedOptions } from '@runtasks/shared';
+import { isRunning, startEmbeddedServices, type EmbeddedOptions } from '@runtasks/shared/embedded';
 import { startRunTaskServer, type RunTaskServer } from '../examples/run-task-server/server.ts';
 import { eventually } from './support/fixtures.ts';
 import { freePort } from './support/processes.ts';

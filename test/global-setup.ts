@@ -1,4 +1,4 @@
-import { migrateUp, openOrm } from '@runtasks/shared';
+import { migrateUp, openOrm } from '@runtasks/shared/db';
 import { abandonedDatabases, databaseUrl, dropDatabase, PREFIX, TEMPLATE, withAdminClient } from './support/databases.ts';
 
 /** Migrates one template database; every test file clones it (CREATE DATABASE … TEMPLATE) in milliseconds. */

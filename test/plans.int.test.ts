@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { nativePool, newId, numbered, type PreparedStatement } from '@runtasks/shared';
+import { newId } from '@runtasks/shared/domain';
+import { nativePool, numbered, type PreparedStatement } from '@runtasks/shared/db';
 import type { PoolClient } from 'pg';
 import { CALLBACK } from '../services/api/src/routes/callback.routes.ts';
 import { taskPageText } from '../services/api/src/routes/run-tasks.routes.ts';

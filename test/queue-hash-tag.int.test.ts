@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { JOBS, QUEUES, randomAlphanumeric } from '@runtasks/shared';
+import { randomAlphanumeric } from '@runtasks/shared/domain';
+import { JOBS, QUEUES } from '@runtasks/shared/queue';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 

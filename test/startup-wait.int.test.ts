@@ -1,5 +1,5 @@
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
-import { randomAlphanumeric } from '@runtasks/shared';
+import { randomAlphanumeric } from '@runtasks/shared/domain';
 import { spawn } from 'node:child_process';
 import { harness, onCleanup, privatePostgres, privateRedis, runCleanups, WorkerFleet, workerEnv } from './support/cluster.ts';
 import { databaseUrl, SERVER_URL } from './support/databases.ts';

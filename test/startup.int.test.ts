@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { databaseUrl, dropDatabase, PREFIX, SERVER_URL, withAdminClient } from './support/databases.ts';
-import { randomAlphanumeric } from '@runtasks/shared';
+import { randomAlphanumeric } from '@runtasks/shared/domain';
 import { eventually } from './support/fixtures.ts';
 import { freePort } from './support/processes.ts';
 

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
-import { loadConfig, startEmbeddedServices, type EmbeddedServices } from '@runtasks/shared';
+import { loadConfig } from '@runtasks/shared/config';
+import { startEmbeddedServices, type EmbeddedServices } from '@runtasks/shared/embedded';
 
 /**
  * The PostgreSQL and Redis of `npm test` and `npm run demo` on a machine with only Node: for a URL

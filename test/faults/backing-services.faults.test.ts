@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { openOrm } from '@runtasks/shared';
+import { openOrm } from '@runtasks/shared/db';
 import { Redis } from 'ioredis';
 import { startRunTaskServer, type RunTaskServer } from '../../examples/run-task-server/server.ts';
 import { startWorker, type RunningWorker } from '../../services/worker/src/worker.ts';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { openOrm } from '@runtasks/shared';
+import { openOrm } from '@runtasks/shared/db';
 import { request as httpRequest, type OutgoingHttpHeaders } from 'node:http';
 import { Pool } from 'undici';
 import { startRunTaskServer, type RunTaskPayload, type RunTaskServer } from '../../examples/run-task-server/server.ts';

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
-import { ORDINARY_ATTEMPTS, QUEUES } from '@runtasks/shared';
+import { ORDINARY_ATTEMPTS, QUEUES } from '@runtasks/shared/queue';
 import { Queue } from 'bullmq';
 import pg from 'pg';
 import {

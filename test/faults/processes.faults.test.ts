@@ -1,5 +1,6 @@
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
-import { FINAL_RUN_STATUSES, QUEUES, randomAlphanumeric, runCreatedJobId, type RunStatus } from '@runtasks/shared';
+import { FINAL_RUN_STATUSES, randomAlphanumeric, type RunStatus } from '@runtasks/shared/domain';
+import { QUEUES, runCreatedJobId } from '@runtasks/shared/queue';
 import { Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { JOBS, openOrm } from '@runtasks/shared';
+import { openOrm } from '@runtasks/shared/db';
+import { JOBS } from '@runtasks/shared/queue';
 import { Redis } from 'ioredis';
 import { startWorker, type RunningWorker } from '../../services/worker/src/worker.ts';
 import { uniqueName } from '../support/assertions.ts';

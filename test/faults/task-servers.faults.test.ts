@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { createTaskClient, openOrm, type EnforcementLevel } from '@runtasks/shared';
+import { type EnforcementLevel } from '@runtasks/shared/domain';
+import { openOrm } from '@runtasks/shared/db';
+import { createTaskClient } from '@runtasks/shared/outbound';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startWorker, type RunningWorker } from '../../services/worker/src/worker.ts';

@@ -1,17 +1,11 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import {
-  createLogger,
-  createSecretBox,
-  createTaskClient,
-  FINAL_RUN_STATUSES,
-  loadConfig,
-  migrateUp,
-  openOrm,
-  pingRedis,
-  randomAlphanumeric,
-  type RunStatus,
-  type SecretBox,
-} from '@runtasks/shared';
+import { loadConfig } from '@runtasks/shared/config';
+import { createLogger } from '@runtasks/shared/logger';
+import { FINAL_RUN_STATUSES, randomAlphanumeric, type RunStatus } from '@runtasks/shared/domain';
+import { migrateUp, openOrm } from '@runtasks/shared/db';
+import { pingRedis } from '@runtasks/shared/queue';
+import { createTaskClient } from '@runtasks/shared/outbound';
+import { createSecretBox, type SecretBox } from '@runtasks/shared/security';
 import { Redis } from 'ioredis';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';

@@ -1,4 +1,4 @@
-import type { EnforcementLevel, RunStage } from '@runtasks/shared';
+import type { EnforcementLevel, RunStage } from '@runtasks/shared/domain';
 import type { Harness } from './harness.ts';
 
 export const JSON_API = 'application/vnd.api+json';

@@ -1,17 +1,11 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import {
-  createLogger,
-  createSecretBox,
-  type Metrics,
-  createTaskClient,
-  loadConfig,
-  openOrm,
-  randomAlphanumeric,
-  type Config,
-  type Logger,
-  type SecretBox,
-  type TaskClient,
-} from '@runtasks/shared';
+import { loadConfig, type Config } from '@runtasks/shared/config';
+import { createLogger, type Logger } from '@runtasks/shared/logger';
+import { randomAlphanumeric } from '@runtasks/shared/domain';
+import { openOrm } from '@runtasks/shared/db';
+import { createTaskClient, type TaskClient } from '@runtasks/shared/outbound';
+import { createSecretBox, type SecretBox } from '@runtasks/shared/security';
+import { type Metrics } from '@runtasks/shared/ops';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import request from 'supertest';

@@ -14,7 +14,7 @@ import {
   type StageSnapshot,
   type TaskResultStatus,
   type TaskStageStatus,
-} from '@runtasks/shared';
+} from '@runtasks/shared/domain';
 import type { Redis } from 'ioredis';
 
 /**

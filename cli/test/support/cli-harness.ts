@@ -1,4 +1,4 @@
-import { type RunStage } from '@runtasks/shared';
+import { type RunStage } from '@runtasks/shared/domain';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,8 +1,8 @@
 import Router from '@koa/router';
-import { invalidParameter, notFound } from '@runtasks/shared';
+import { invalidParameter, notFound } from '@runtasks/shared/errors';
 import Koa from 'koa';
 import { randomUUID } from 'node:crypto';
-import { checkReadiness, Metrics } from '@runtasks/shared';
+import { checkReadiness, Metrics } from '@runtasks/shared/ops';
 import { rateLimit } from './ops/rate-limit.ts';
 import { buildOpenApiDocument } from './openapi/document.ts';
 import { serveReference } from './openapi/reference-page.ts';
@@ -76,6 +76,32 @@ function buildRouters(routes: readonly RouteDef[], ops: ApiOps): RouterMiddlewar
   };
 }
 
+/** Gives each request its state and id, and times and logs it once it is answered. */
+function requestContext(deps: ApiDeps, metrics: Metrics): Koa.Middleware<ApiState, ApiContextExtras> {
+  return async (ctx, next) => {
+    ctx.state = new RequestState(deps.orm);
+    const incoming = ctx.get('x-request-id');
+    ctx.state.requestId = REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    ctx.set('X-Request-Id', ctx.state.requestId);
+    const started = performance.now();
+    try {
+      await next();
+    } finally {
+      const seconds = (performance.now() - started) / 1000;
+      // The route template, not the path: paths can carry capabilities (upload URLs) and ids explode labels.
+      const route = (ctx as { _matchedRoute?: string })._matchedRoute ?? 'unmatched';
+      metrics.httpDuration.observe({ method: ctx.method, route, status: String(ctx.status) }, seconds);
+      // Checked first: at the production level the line is dropped, and so need not be built.
+      if (deps.logger.isLevelEnabled('info')) {
+        deps.logger.info(
+          { requestId: ctx.state.requestId, method: ctx.method, route, status: ctx.status, ms: Math.round(seconds * 1000) },
+          'request',
+        );
+      }
+    }
+  };
+}
+
 /** Builds the API as a Koa app without listening, so tests drive it in-process. */
 export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): Koa<ApiState, ApiContextExtras> {
   const app = new Koa<ApiState, ApiContextExtras>();
@@ -97,28 +123,7 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
   const readinessChecks = { postgres: async () => void (await deps.orm.em.fork().execute('select 1')), ...ops.readinessChecks };
   const routers = buildRouters(routes, ops);
 
-  app.use(async (ctx, next) => {
-    ctx.state = new RequestState(deps.orm);
-    const incoming = ctx.get('x-request-id');
-    ctx.state.requestId = REQUEST_ID.test(incoming) ? incoming : randomUUID();
-    ctx.set('X-Request-Id', ctx.state.requestId);
-    const started = performance.now();
-    try {
-      await next();
-    } finally {
-      const seconds = (performance.now() - started) / 1000;
-      // The route template, not the path: paths can carry capabilities (upload URLs) and ids explode labels.
-      const route = (ctx as { _matchedRoute?: string })._matchedRoute ?? 'unmatched';
-      ops.metrics.httpDuration.observe({ method: ctx.method, route, status: String(ctx.status) }, seconds);
-      // Checked first: at the production level the line is dropped, and so need not be built.
-      if (deps.logger.isLevelEnabled('info')) {
-        deps.logger.info(
-          { requestId: ctx.state.requestId, method: ctx.method, route, status: ctx.status, ms: Math.round(seconds * 1000) },
-          'request',
-        );
-      }
-    }
-  });
+  app.use(requestContext(deps, ops.metrics));
   app.use(securityHeaders);
   app.use(errorHandler);
   // Probes, metrics and the API description: no authentication, no JSON:API.

@@ -1,23 +1,17 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
+import { ConfigError, loadConfig, type Config } from '@runtasks/shared/config';
+import { createLogger, type Logger } from '@runtasks/shared/logger';
 import {
-  ConfigError,
-  createLogger,
-  createSecretBox,
-  EmbeddedError,
   ensureDatabaseExists,
-  loadConfig,
   openOrm,
-  pingRedis,
   postgresUnreachableMessage,
   redisUnreachableMessage,
-  resolveSecretKey,
   ServiceUnreachableError,
   waitForBackingServices,
-  type Config,
-  type EmbeddedServices,
-  type Logger,
-  type SecretBox,
-} from '@runtasks/shared';
+} from '@runtasks/shared/db';
+import { pingRedis } from '@runtasks/shared/queue';
+import { createSecretBox, resolveSecretKey, type SecretBox } from '@runtasks/shared/security';
+import { EmbeddedError, type EmbeddedServices } from '@runtasks/shared/embedded';
 import { startOneMachineServices } from './embedded.ts';
 
 /** A start-up failure with a one-line message for the operator; never a stack trace. */

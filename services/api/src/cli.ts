@@ -1,5 +1,6 @@
 import { Command, InvalidArgumentError } from 'commander';
-import { createOwnersTeam, EDITIONS, migrateUp, newId, Organization, pendingMigrations, Team, type Edition } from '@runtasks/shared';
+import { EDITIONS, newId, type Edition } from '@runtasks/shared/domain';
+import { createOwnersTeam, migrateUp, Organization, pendingMigrations, Team } from '@runtasks/shared/db';
 import { issueToken } from './auth/tokens.ts';
 import { bootstrap, runMain, StartupError, type Runtime } from './bootstrap.ts';
 

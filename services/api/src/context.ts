@@ -1,14 +1,11 @@
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import {
-  nativePool,
-  type Config,
-  type Logger,
-  type Metrics,
-  type ReadinessCheck,
-  type RunCreatedJob,
-  type SecretBox,
-  type TaskClient,
-} from '@runtasks/shared';
+import { type Config } from '@runtasks/shared/config';
+import { type Logger } from '@runtasks/shared/logger';
+import { nativePool } from '@runtasks/shared/db';
+import { type RunCreatedJob } from '@runtasks/shared/queue';
+import { type TaskClient } from '@runtasks/shared/outbound';
+import { type SecretBox } from '@runtasks/shared/security';
+import { type Metrics, type ReadinessCheck } from '@runtasks/shared/ops';
 import type { Middleware } from 'koa';
 import type { Pool } from 'pg';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';

@@ -1,12 +1,6 @@
-import {
-  DEFAULT_DATABASE_URL,
-  DEFAULT_REDIS_URL,
-  onEmbeddedServer,
-  startEmbeddedServices,
-  type Config,
-  type EmbeddedServices,
-  type Logger,
-} from '@runtasks/shared';
+import { DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL, type Config } from '@runtasks/shared/config';
+import { type Logger } from '@runtasks/shared/logger';
+import { onEmbeddedServer, startEmbeddedServices, type EmbeddedServices } from '@runtasks/shared/embedded';
 
 /**
  * `npm start` on a machine with nothing but Node: for DATABASE_URL or REDIS_URL left unset, a PostgreSQL

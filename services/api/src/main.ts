@@ -1,4 +1,7 @@
-import { createTaskClient, Metrics, migrateUp, onShutdownSignals, pendingMigrations, type Config, type TaskClient } from '@runtasks/shared';
+import { type Config } from '@runtasks/shared/config';
+import { migrateUp, pendingMigrations } from '@runtasks/shared/db';
+import { createTaskClient, type TaskClient } from '@runtasks/shared/outbound';
+import { Metrics, onShutdownSignals } from '@runtasks/shared/ops';
 import { startWorker, type RunningWorker } from '@runtasks/worker';
 import type { Server } from 'node:http';
 import { parseArgs } from 'node:util';

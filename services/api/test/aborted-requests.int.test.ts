@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { loggerOptions } from '@runtasks/shared';
+import { loggerOptions } from '@runtasks/shared/logger';
 import { connect } from 'node:net';
 import { pino } from 'pino';
 import { api, eventually, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { CALLBACK_TOKEN_PREFIX, newId, OUTCOME_LIMITS } from '@runtasks/shared';
+import { newId, OUTCOME_LIMITS } from '@runtasks/shared/domain';
+import { CALLBACK_TOKEN_PREFIX } from '@runtasks/shared/security';
 import { expectError } from '../../../test/support/assertions.ts';
 import { api, createRun, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';

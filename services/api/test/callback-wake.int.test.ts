@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { CALLBACK_TOKEN_PREFIX, generateToken, JOBS, newId } from '@runtasks/shared';
+import { newId } from '@runtasks/shared/domain';
+import { JOBS } from '@runtasks/shared/queue';
+import { CALLBACK_TOKEN_PREFIX, generateToken } from '@runtasks/shared/security';
 import pg from 'pg';
 import { api, createRun, eventually, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { DB_NOW_ISO, nativePool } from '@runtasks/shared';
+import { DB_NOW_ISO, nativePool } from '@runtasks/shared/db';
 import { expectError, type Response } from '../../../test/support/assertions.ts';
 import { api, createRun, JSON_API, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { CALLBACK_TOKEN_PREFIX, DeliveryAttempt, generateToken, newId, TaskResultOutcome } from '@runtasks/shared';
+import { newId } from '@runtasks/shared/domain';
+import { DeliveryAttempt, TaskResultOutcome } from '@runtasks/shared/db';
+import { CALLBACK_TOKEN_PREFIX, generateToken } from '@runtasks/shared/security';
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { API_TOKEN_PREFIX, ApiToken, generateToken } from '@runtasks/shared';
+import { ApiToken } from '@runtasks/shared/db';
+import { API_TOKEN_PREFIX, generateToken } from '@runtasks/shared/security';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
 import {
   api,

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { loggerOptions, openOrm } from '@runtasks/shared';
+import { loggerOptions } from '@runtasks/shared/logger';
+import { openOrm } from '@runtasks/shared/db';
 import { pino } from 'pino';
 import request from 'supertest';
 import type TestAgent from 'supertest/lib/agent.js';

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { inTransaction, nativePool, PRINCIPALS_CHANNEL, TOKEN_CREATED } from '@runtasks/shared';
+import { inTransaction, nativePool, TOKEN_CREATED } from '@runtasks/shared/db';
+import { PRINCIPALS_CHANNEL } from '@runtasks/shared/queue';
 import type { Server } from 'node:http';
 import pg from 'pg';
 import request from 'supertest';

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { newId, RunTask, TaskResultOutcome } from '@runtasks/shared';
+import { newId } from '@runtasks/shared/domain';
+import { RunTask, TaskResultOutcome } from '@runtasks/shared/db';
 import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Run } from '@runtasks/shared';
+import { Run } from '@runtasks/shared/db';
 import { expectError, uniqueName } from '../../../test/support/assertions.ts';
 import { api, createRun, createTeamToken, grantWorkspace, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';

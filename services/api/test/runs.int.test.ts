@@ -1,17 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import {
-  newId,
-  OutboxEvent,
-  Run,
-  RUN_STAGES,
-  RunTask,
-  TaskResult,
-  TaskStage,
-  WorkspaceTask,
-  type EnforcementLevel,
-  type RunStage,
-  type RunStatus,
-} from '@runtasks/shared';
+import { newId, RUN_STAGES, type EnforcementLevel, type RunStage, type RunStatus } from '@runtasks/shared/domain';
+import { OutboxEvent, Run, RunTask, TaskResult, TaskStage, WorkspaceTask } from '@runtasks/shared/db';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
 import {
   api,

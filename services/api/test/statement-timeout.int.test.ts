@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { migrateUp, nativePool, openOrm } from '@runtasks/shared';
+import { migrateUp, nativePool, openOrm } from '@runtasks/shared/db';
 import pg from 'pg';
 import { api, createRun, seedOrganization, uniqueName, type Fixture } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { API_TOKEN_PREFIX, ORGANIZATION_ACCESS_KEYS } from '@runtasks/shared';
+import { API_TOKEN_PREFIX } from '@runtasks/shared/security';
+import { ORGANIZATION_ACCESS_KEYS } from '@runtasks/shared/domain';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
 import {
   api,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { ORGANIZATION_ACCESS_KEYS } from '@runtasks/shared';
+import { ORGANIZATION_ACCESS_KEYS } from '@runtasks/shared/domain';
 import { expectError, uniqueName } from '../../../test/support/assertions.ts';
 import { api, createOrganization, createOrganizationToken, createTeam, createTeamToken } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { API_TOKEN_PREFIX, CALLBACK_TOKEN_PREFIX, generateToken, randomAlphanumeric } from '@runtasks/shared';
+import { randomAlphanumeric } from '@runtasks/shared/domain';
+import { API_TOKEN_PREFIX, CALLBACK_TOKEN_PREFIX, generateToken } from '@runtasks/shared/security';
 import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,21 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import {
-  CALLBACK_TOKEN_PREFIX,
   EDITIONS,
   ENFORCEMENT_LEVELS,
-  generateToken,
   newId,
-  Organization,
-  Run,
   RUN_STAGES,
-  RunTask,
-  TaskResult,
-  TaskStage,
   TEAM_RUNS_ACCESS,
   TEAM_WORKSPACE_ACCESS,
-  Workspace,
   type RunStatus,
-} from '@runtasks/shared';
+} from '@runtasks/shared/domain';
+import { Organization, Run, RunTask, TaskResult, TaskStage, Workspace } from '@runtasks/shared/db';
+import { CALLBACK_TOKEN_PREFIX, generateToken } from '@runtasks/shared/security';
 import fc from 'fast-check';
 import { execFileSync } from 'node:child_process';
 import { EventEmitter } from 'node:events';

@@ -6,3 +6,15 @@ export const dbIso = (timestamp: string): string => `to_char((${timestamp}) at t
  * every process agrees on one clock, whatever its own says.
  */
 export const DB_NOW_ISO = dbIso('now()');
+
+/** A select list of `columns`, each qualified by the table's `alias`. */
+export const columnList = (columns: readonly string[], alias: string): string => columns.map((column) => `${alias}.${column}`).join(', ');
+
+/**
+ * The ids an ordered subquery selects, as one comma-joined text for `idList` to split, which is far
+ * cheaper than pg's parser of a text[] (docs/design.md, "Smaller choices"). An id never holds a comma:
+ * `newId` makes every one of a prefix, a hyphen and base62.
+ */
+export const idListSql = (orderedIds: string): string => `array_to_string(array(${orderedIds}), ',')`;
+
+export const idList = (joined: string): string[] => (joined === '' ? [] : joined.split(','));

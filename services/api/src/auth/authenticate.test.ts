@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { API_TOKEN_PREFIX, createSecretBox, generateToken } from '@runtasks/shared';
+import { API_TOKEN_PREFIX, createSecretBox, generateToken } from '@runtasks/shared/security';
 import { createHash } from 'node:crypto';
 import { principalMemoKey } from './authenticate.ts';
 

@@ -1,14 +1,7 @@
-import {
-  CALLBACK_TOKEN_PREFIX,
-  conflict,
-  isPlausibleToken,
-  prepared,
-  runPrepared,
-  unauthorized,
-  VERIFICATION_ACCESS_TOKEN,
-  VERIFICATION_RESULT_ID,
-  type Queryable,
-} from '@runtasks/shared';
+import { conflict, unauthorized } from '@runtasks/shared/errors';
+import { prepared, runPrepared, type Queryable } from '@runtasks/shared/db';
+import { VERIFICATION_ACCESS_TOKEN, VERIFICATION_RESULT_ID } from '@runtasks/shared/outbound';
+import { CALLBACK_TOKEN_PREFIX, isPlausibleToken } from '@runtasks/shared/security';
 import type { Next } from 'koa';
 import { hash, randomBytes } from 'node:crypto';
 import { poolOf, type ApiContext } from '../context.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { ApiError } from '@runtasks/shared';
+import { ApiError } from '@runtasks/shared/errors';
 import { FailedAuthLimit } from './failed-auth-limit.ts';
 import { RefusedTokens } from './refused-tokens.ts';
 

@@ -1,4 +1,4 @@
-import { ApiError } from '@runtasks/shared';
+import { ApiError } from '@runtasks/shared/errors';
 
 export interface FailedAuthLimitOptions {
   /** Failed authentications an address may have in a window before it is refused (429) without a lookup. */

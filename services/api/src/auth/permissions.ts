@@ -1,4 +1,4 @@
-import type { TeamRunsAccess } from '@runtasks/shared';
+import type { TeamRunsAccess } from '@runtasks/shared/domain';
 import type { Principal } from './principal.ts';
 import { runTaskScope } from './run-task-scope.ts';
 import { canCreateWorkspaces, ownerOrganizationScope } from './scopes.ts';

@@ -1,4 +1,6 @@
-import { ChannelListener, PRINCIPALS_CHANNEL, TOKEN_CREATED, type Logger } from '@runtasks/shared';
+import { type Logger } from '@runtasks/shared/logger';
+import { ChannelListener, TOKEN_CREATED } from '@runtasks/shared/db';
+import { PRINCIPALS_CHANNEL } from '@runtasks/shared/queue';
 import { PrincipalMemo, type KnownToken } from './principal-memo.ts';
 import { RefusedTokens } from './refused-tokens.ts';
 

@@ -1,3 +1,4 @@
+import type { TeamRunsAccess } from '@runtasks/shared/domain';
 import type { Principal } from './principal.ts';
 
 /**
@@ -22,22 +23,59 @@ export function ownerOrganizationScope(principal: Principal): Scope {
   return null;
 }
 
-const TEAM_ACCESS_FOR: Record<Exclude<WorkspaceNeed, 'manage'>, Record<string, unknown>> = {
+/**
+ * What a team's access to a workspace must grant for each need: the one description that both the
+ * ORM filter (`workspaceScope`) and the raw SQL condition (`workspaceAccessSql`) are built from.
+ * An empty requirement means any access will do (every team that sees a workspace reads its runs).
+ */
+interface TeamRequirement {
+  runs?: readonly TeamRunsAccess[];
+  runTasks?: true;
+}
+const TEAM_REQUIREMENT: Record<Exclude<WorkspaceNeed, 'manage'>, TeamRequirement> = {
   read: {},
   'runs:read': {},
-  'runs:plan': { runs: { $in: ['plan', 'apply'] } },
-  'runs:apply': { runs: 'apply' },
+  'runs:plan': { runs: ['plan', 'apply'] },
+  'runs:apply': { runs: ['apply'] },
   'run-tasks': { runTasks: true },
 };
 
-export function workspaceScope(principal: Principal, need: WorkspaceNeed): Scope {
-  if (principal.kind === 'admin') return {};
-  const organization = principal.organizationId;
-  if (principal.kind === 'organization') return { organization };
+/**
+ * Whose workspaces the caller reaches: an organization (null: every one, the site admin) and the team
+ * whose access each workspace must grant (null: none needed). A team reaches none for 'manage'.
+ */
+interface WorkspaceAccess {
+  organizationId: string | null;
+  teamId: string | null;
+}
+function workspaceAccess(principal: Principal): WorkspaceAccess {
+  if (principal.kind === 'admin') return { organizationId: null, teamId: null };
   // "Manage workspaces" is admin access to every workspace of the organization, as in HCP.
-  if (principal.manageWorkspaces) return { organization };
+  if (principal.kind === 'organization' || principal.manageWorkspaces) return { organizationId: principal.organizationId, teamId: null };
+  return { organizationId: principal.organizationId, teamId: principal.teamId };
+}
+
+function teamAccessFilter(requirement: TeamRequirement): ScopeFilter {
+  const filter: ScopeFilter = {};
+  if (requirement.runs) filter['runs'] = { $in: [...requirement.runs] };
+  if (requirement.runTasks) filter['runTasks'] = true;
+  return filter;
+}
+
+/** The same requirement as SQL over `team_workspaces ta`; the values are constants, so the text stays fixed. */
+function teamAccessSql(requirement: TeamRequirement): string {
+  let sql = '';
+  if (requirement.runs) sql += ` and ta.runs in (${requirement.runs.map((value) => `'${value}'`).join(', ')})`;
+  if (requirement.runTasks) sql += ' and ta.run_tasks';
+  return sql;
+}
+
+export function workspaceScope(principal: Principal, need: WorkspaceNeed): Scope {
+  const access = workspaceAccess(principal);
+  const scope: ScopeFilter = access.organizationId === null ? {} : { organization: access.organizationId };
+  if (access.teamId === null) return scope;
   if (need === 'manage') return null;
-  return { organization, teamAccess: { team: principal.teamId, ...TEAM_ACCESS_FOR[need] } };
+  return { ...scope, teamAccess: { team: access.teamId, ...teamAccessFilter(TEAM_REQUIREMENT[need]) } };
 }
 
 /** Workspace creation is an organization-level permission. */
@@ -60,18 +98,11 @@ export const WORKSPACE_ROW: WorkspaceColumns = { organizationId: 'w.organization
  */
 export const RUN_ROW: WorkspaceColumns = { organizationId: 'r.organization_id', workspaceId: 'r.workspace_id' };
 
-/** What workspaceAccessSql asks of a team's access for each need, as TEAM_ACCESS_FOR does. */
-const TEAM_RUNS_SQL = {
-  'runs:read': '',
-  'runs:plan': ` and ta.runs in ('plan', 'apply')`,
-  'runs:apply': ` and ta.runs = 'apply'`,
-} as const;
-
 /**
  * `workspaceScope(principal, need)` for the raw paths, as one fixed SQL condition (so the statement can
  * be prepared) over the workspace's `columns`, with two parameters from `readableWorkspaceParams`: the
  * organization (null: any, the site admin) and the team whose access the workspace needs (null: none
- * needed), with the access TEAM_ACCESS_FOR asks of the team for `need` (any access reads runs).
+ * needed), with the access TEAM_REQUIREMENT asks of the team for `need`.
  */
 export const workspaceAccessSql = (
   columns: WorkspaceColumns,
@@ -80,15 +111,15 @@ export const workspaceAccessSql = (
   need: 'runs:read' | 'runs:plan' | 'runs:apply' = 'runs:read',
 ): string =>
   `($${organizationParam}::text is null or ${columns.organizationId} = $${organizationParam})
-   and ($${teamParam}::text is null or exists (select 1 from team_workspaces ta where ta.workspace_id = ${columns.workspaceId} and ta.team_id = $${teamParam}${
-     TEAM_RUNS_SQL[need]
-   }))`;
+   and ($${teamParam}::text is null or exists (select 1 from team_workspaces ta where ta.workspace_id = ${columns.workspaceId} and ta.team_id = $${teamParam}${teamAccessSql(
+     TEAM_REQUIREMENT[need],
+   )}))`;
 
 export const readableWorkspaceSql = (columns: WorkspaceColumns, organizationParam: number, teamParam: number): string =>
   workspaceAccessSql(columns, organizationParam, teamParam, 'runs:read');
 
+/** The two parameters of `workspaceAccessSql` for the caller (every need it takes shares them). */
 export function readableWorkspaceParams(principal: Principal): [string | null, string | null] {
-  if (principal.kind === 'admin') return [null, null];
-  if (principal.kind === 'organization' || principal.manageWorkspaces) return [principal.organizationId, null];
-  return [principal.organizationId, principal.teamId];
+  const access = workspaceAccess(principal);
+  return [access.organizationId, access.teamId];
 }

@@ -1,5 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { API_TOKEN_PREFIX, ApiToken, generateToken, newId, type SecretBox, type TokenKind } from '@runtasks/shared';
+import { newId } from '@runtasks/shared/domain';
+import { ApiToken, type TokenKind } from '@runtasks/shared/db';
+import { API_TOKEN_PREFIX, generateToken, type SecretBox } from '@runtasks/shared/security';
 
 export interface IssuedToken {
   token: ApiToken;

@@ -1,5 +1,5 @@
 import type { EntityManager } from '@mikro-orm/core';
-import { TeamWorkspace } from '@runtasks/shared';
+import { TeamWorkspace } from '@runtasks/shared/db';
 import type { WorkspaceGrant } from './permissions.ts';
 import type { Principal } from './principal.ts';
 

@@ -1,5 +1,5 @@
 import { bodyParser } from '@koa/bodyparser';
-import { ApiError } from '@runtasks/shared';
+import { ApiError } from '@runtasks/shared/errors';
 import type { Middleware } from 'koa';
 import type { z } from 'zod';
 import { abortedByClient } from './errors.ts';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { DriverException } from '@mikro-orm/core';
-import { ApiError } from '@runtasks/shared';
+import { ApiError } from '@runtasks/shared/errors';
 import { toApiError } from './errors.ts';
 
 const withCode = (message: string, code: string): Error => Object.assign(new Error(message), { code });

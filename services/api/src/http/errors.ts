@@ -1,4 +1,5 @@
-import { ApiError, isBackingServiceUnavailable, methodNotAllowed } from '@runtasks/shared';
+import { ApiError, methodNotAllowed } from '@runtasks/shared/errors';
+import { isBackingServiceUnavailable } from '@runtasks/shared/db';
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { Context, Middleware } from 'koa';
 import { MEDIA_TYPE } from './jsonapi.ts';

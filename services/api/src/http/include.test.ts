@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { ApiError } from '@runtasks/shared';
+import { ApiError } from '@runtasks/shared/errors';
 import { parseInclude } from './include.ts';
 
 type Query = Record<string, string | string[] | undefined>;

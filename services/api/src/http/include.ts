@@ -1,4 +1,4 @@
-import { invalidInclude } from '@runtasks/shared';
+import { invalidInclude } from '@runtasks/shared/errors';
 
 type Query = Record<string, string | string[] | undefined>;
 

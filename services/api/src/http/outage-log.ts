@@ -1,4 +1,4 @@
-import type { Logger } from '@runtasks/shared';
+import type { Logger } from '@runtasks/shared/logger';
 
 export interface OutageLogOptions {
   logger: Logger;

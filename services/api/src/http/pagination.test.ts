@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
-import { ApiError } from '@runtasks/shared';
+import { ApiError } from '@runtasks/shared/errors';
 import type { Resource } from './jsonapi.ts';
 import { collection, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, paginationMeta, parsePage } from './pagination.ts';
 

@@ -1,4 +1,4 @@
-import { invalidParameter } from '@runtasks/shared';
+import { invalidParameter } from '@runtasks/shared/errors';
 import type { Document, PaginationMeta, Resource } from './jsonapi.ts';
 import { uniqueResources } from './jsonapi.ts';
 

@@ -1,4 +1,4 @@
-import { ApiError } from '@runtasks/shared';
+import { ApiError } from '@runtasks/shared/errors';
 import type { IncomingMessage } from 'node:http';
 
 /** Reads a request body of at most `limit` bytes; more is a 413 (announced or not). */

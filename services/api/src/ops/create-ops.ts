@@ -1,18 +1,10 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import {
-  JOB_OPTIONS,
-  JOBS,
-  Metrics,
-  nativePool,
-  pendingMigrations,
-  PRINCIPALS_CHANNEL,
-  QUEUES,
-  runCreatedJobId,
-  type Config,
-  type Logger,
-  type RunCreatedJob,
-  type SecretBox,
-} from '@runtasks/shared';
+import { type Config } from '@runtasks/shared/config';
+import { type Logger } from '@runtasks/shared/logger';
+import { nativePool, pendingMigrations } from '@runtasks/shared/db';
+import { JOB_OPTIONS, JOBS, PRINCIPALS_CHANNEL, QUEUES, runCreatedJobId, type RunCreatedJob } from '@runtasks/shared/queue';
+import { type SecretBox } from '@runtasks/shared/security';
+import { Metrics } from '@runtasks/shared/ops';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { FailedAuthLimit } from '../auth/failed-auth-limit.ts';
@@ -65,39 +57,8 @@ export function createApiOps(options: {
   const metrics = options.metrics ?? new Metrics();
   metrics.watchQueue(queue);
 
-  // A run's first job, published as soon as the run has committed rather than when the outbox relay
-  // next polls (the event has no NOTIFY). Never awaited, on a connection of its own that fails fast: only
-  // while it is ready, no offline queue, and a command Redis does not answer (a network that drops
-  // packets) given up after a while, so an outage neither holds a request nor piles commands up, and the
-  // relay publishes those runs' events once Redis is back. The same name, data, id and options as the
-  // relay's publication of the event, so that whichever comes second is a no-op.
-  const publishRedis = new Redis(config.redisUrl, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    commandTimeout: PUBLISH_TIMEOUT_MS,
-    connectTimeout: 3000,
-  });
-  publishRedis.on('error', () => undefined);
-  const publishQueue = new Queue(QUEUES.runs, { connection: publishRedis, prefix: config.queuePrefix });
-  publishQueue.on('error', () => undefined);
-  const publishRunCreated = (job: RunCreatedJob): void => {
-    if (publishRedis.status !== 'ready') return;
-    publishQueue.add(JOBS.runCreated, job, { jobId: runCreatedJobId(job.runId), ...JOB_OPTIONS }).catch((error: unknown) => {
-      logger.debug({ err: error, runId: job.runId }, 'run.created not published at once; the outbox relay publishes it');
-    });
-  };
-
-  const principalCache =
-    config.authCacheTtlMs > 0
-      ? new PrincipalCache({
-          databaseUrl: config.databaseUrl,
-          ttlMs: config.authCacheTtlMs,
-          logger,
-          notify: async (payload) => {
-            await (await nativePool(orm.em)).query('select pg_notify($1, $2)', [PRINCIPALS_CHANNEL, payload]);
-          },
-        })
-      : undefined;
+  const publisher = runCreatedPublisher(config, logger);
+  const principalCache = principalCacheFor(config, orm, logger);
   // Not awaited: until it listens and hears its heartbeat, every request looks its token up.
   void principalCache?.start();
   const authFailures = config.authFailuresPerMinute > 0 ? new FailedAuthLimit({ limit: config.authFailuresPerMinute }) : undefined;
@@ -112,7 +73,7 @@ export function createApiOps(options: {
     dashboard: createDashboard({ queues: [queue], readOnly: config.dashboardReadOnly, orm, secrets, principalCache, authFailures }),
     principalCache,
     authFailures,
-    publishRunCreated,
+    publishRunCreated: publisher.publish,
     readinessChecks: {
       redis: async () => {
         if ((await redis.ping()) !== 'PONG') throw new Error('unexpected PING answer');
@@ -133,10 +94,56 @@ export function createApiOps(options: {
     async close() {
       await principalCache?.stop();
       await queue.close().catch(() => undefined);
-      await publishQueue.close().catch(() => undefined);
+      await publisher.close();
       redis.disconnect();
       queueRedis.disconnect();
+    },
+  };
+}
+
+/**
+ * A run's first job, published as soon as the run has committed rather than when the outbox relay
+ * next polls (the event has no NOTIFY). Never awaited, on a connection of its own that fails fast: only
+ * while it is ready, no offline queue, and a command Redis does not answer (a network that drops
+ * packets) given up after a while, so an outage neither holds a request nor piles commands up, and the
+ * relay publishes those runs' events once Redis is back. The same name, data, id and options as the
+ * relay's publication of the event, so that whichever comes second is a no-op.
+ */
+function runCreatedPublisher(config: Config, logger: Logger): { publish: (job: RunCreatedJob) => void; close: () => Promise<void> } {
+  const publishRedis = new Redis(config.redisUrl, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: PUBLISH_TIMEOUT_MS,
+    connectTimeout: 3000,
+  });
+  publishRedis.on('error', () => undefined);
+  const publishQueue = new Queue(QUEUES.runs, { connection: publishRedis, prefix: config.queuePrefix });
+  publishQueue.on('error', () => undefined);
+  const publishRunCreated = (job: RunCreatedJob): void => {
+    if (publishRedis.status !== 'ready') return;
+    publishQueue.add(JOBS.runCreated, job, { jobId: runCreatedJobId(job.runId), ...JOB_OPTIONS }).catch((error: unknown) => {
+      logger.debug({ err: error, runId: job.runId }, 'run.created not published at once; the outbox relay publishes it');
+    });
+  };
+  return {
+    publish: publishRunCreated,
+    close: async () => {
+      await publishQueue.close().catch(() => undefined);
       publishRedis.disconnect();
     },
   };
+}
+
+/** The principal cache with its LISTEN connection, when AUTH_CACHE_TTL_MS enables it. */
+function principalCacheFor(config: Config, orm: MikroORM, logger: Logger): PrincipalCache | undefined {
+  return config.authCacheTtlMs > 0
+    ? new PrincipalCache({
+        databaseUrl: config.databaseUrl,
+        ttlMs: config.authCacheTtlMs,
+        logger,
+        notify: async (payload) => {
+          await (await nativePool(orm.em)).query('select pg_notify($1, $2)', [PRINCIPALS_CHANNEL, payload]);
+        },
+      })
+    : undefined;
 }

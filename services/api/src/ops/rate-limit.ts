@@ -1,4 +1,4 @@
-import { ApiError } from '@runtasks/shared';
+import { ApiError } from '@runtasks/shared/errors';
 import type { Redis } from 'ioredis';
 import type { Next } from 'koa';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';

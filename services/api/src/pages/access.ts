@@ -1,5 +1,5 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { Workspace } from '@runtasks/shared';
+import { Workspace } from '@runtasks/shared/db';
 import { workspaceScope, type WorkspaceNeed } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
 

@@ -1,4 +1,4 @@
-import { safeEqualHex } from '@runtasks/shared';
+import { safeEqualHex } from '@runtasks/shared/security';
 import { randomBytes } from 'node:crypto';
 import type { ApiContext } from '../context.ts';
 import { readCookie, setCookie, SIGN_IN_COOKIE } from './cookies.ts';

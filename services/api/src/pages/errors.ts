@@ -1,4 +1,4 @@
-import { ApiError } from '@runtasks/shared';
+import { ApiError } from '@runtasks/shared/errors';
 
 const TITLES: Record<number, string> = {
   400: 'bad request',

@@ -1,10 +1,10 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { Organization, RunTask, Workspace } from '@runtasks/shared';
+import { Organization, RunTask, Workspace } from '@runtasks/shared/db';
 import { runTaskScope } from '../auth/run-task-scope.ts';
 import { organizationScope, workspaceScope } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
 import { parsePage } from '../http/pagination.ts';
-import { findOrganization } from '../routes/organizations.routes.ts';
+import { findOrganization } from '../services/organization.service.ts';
 import { pagePath } from './access.ts';
 import { dataTable, pager, words } from './components.ts';
 import { html, type SafeHtml } from './html.ts';

@@ -1,4 +1,4 @@
-import { ApiError, notFound } from '@runtasks/shared';
+import { ApiError, notFound } from '@runtasks/shared/errors';
 import type { Next } from 'koa';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { ApiContext } from '../context.ts';
@@ -9,7 +9,7 @@ import { serveAsset } from './assets.ts';
 import { html } from './html.ts';
 import { CSP_REPORT_PATH, sendPage } from './layout.ts';
 import { showHome, showOrganization } from './organization.page.ts';
-import { showRun, showRunLive, submitOverride, submitRunAction } from './run.routes.ts';
+import { showRun, showRunLive, submitOverride, submitRunAction } from './run.handlers.ts';
 import { currentSession, type PageSession } from './session.ts';
 import { showSignIn, SIGN_IN_PATH, submitSignIn, submitSignOut } from './sign-in.page.ts';
 import { showWorkspace } from './workspace.page.ts';

@@ -1,7 +1,8 @@
-import { DeliveryAttempt, RUN_STAGES, TaskResult, TaskStage, type Run } from '@runtasks/shared';
+import { RUN_STAGES } from '@runtasks/shared/domain';
+import { DeliveryAttempt, TaskResult, TaskStage, type Run } from '@runtasks/shared/db';
 import { createHash } from 'node:crypto';
 import { poolOf, type ApiContext } from '../context.ts';
-import { canOverrideTasks, findRun } from '../routes/runs.routes.ts';
+import { canOverrideTasks, findRun } from '../services/run-lookup.service.ts';
 import { mayOnWorkspace, pagePath } from './access.ts';
 import { MARKDOWN_MAX_CHARS } from './markdown.ts';
 

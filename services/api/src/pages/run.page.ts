@@ -1,13 +1,5 @@
-import {
-  FINAL_RUN_STATUSES,
-  RUN_ACTIONS,
-  RUN_STATUSES,
-  runActionTarget,
-  type DeliveryAttempt,
-  type RunAction,
-  type TaskResult,
-  type TaskStage,
-} from '@runtasks/shared';
+import { FINAL_RUN_STATUSES, RUN_ACTIONS, RUN_STATUSES, runActionTarget, type RunAction } from '@runtasks/shared/domain';
+import { type DeliveryAttempt, type TaskResult, type TaskStage } from '@runtasks/shared/db';
 import type { ApiContext } from '../context.ts';
 import { dataTable, outboundLink, statusBadge, tagBadge, time, words } from './components.ts';
 import { csrfTokenFor } from './csrf.ts';

@@ -1,4 +1,4 @@
-import { prepared, runPrepared } from '@runtasks/shared';
+import { prepared, runPrepared } from '@runtasks/shared/db';
 import { randomBytes } from 'node:crypto';
 import { lookUpToken, toPrincipal, type TokenRow } from '../auth/authenticate.ts';
 import type { Principal } from '../auth/principal.ts';

@@ -1,4 +1,4 @@
-import { isPlausibleToken } from '@runtasks/shared';
+import { isPlausibleToken } from '@runtasks/shared/security';
 import type { Principal } from '../auth/principal.ts';
 import type { ApiContext } from '../context.ts';
 import { clearCookie, SIGN_IN_COOKIE } from './cookies.ts';

@@ -1,7 +1,7 @@
-import { Run, WorkspaceTask, type Workspace } from '@runtasks/shared';
+import { Run, WorkspaceTask, type Workspace } from '@runtasks/shared/db';
 import type { ApiContext } from '../context.ts';
 import { parsePage } from '../http/pagination.ts';
-import { findWorkspace } from '../routes/workspaces.routes.ts';
+import { findWorkspace } from '../services/workspace.service.ts';
 import { mayOnWorkspace, pagePath } from './access.ts';
 import { dataTable, pager, statusBadge, time, words } from './components.ts';
 import { html, type SafeHtml } from './html.ts';

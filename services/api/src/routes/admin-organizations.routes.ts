@@ -1,5 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { invalidAttribute, isWorkerTimeout, notFound, Organization } from '@runtasks/shared';
+import { invalidAttribute, notFound } from '@runtasks/shared/errors';
+import { isWorkerTimeout } from '@runtasks/shared/domain';
+import { Organization } from '@runtasks/shared/db';
 import { z } from 'zod';
 import { isAdmin } from '../auth/principal.ts';
 import type { ApiContext } from '../context.ts';

@@ -1,4 +1,6 @@
-import { conflict, DB_NOW_ISO, FINAL_RUN_STATUSES } from '@runtasks/shared';
+import { conflict } from '@runtasks/shared/errors';
+import { DB_NOW_ISO } from '@runtasks/shared/db';
+import { FINAL_RUN_STATUSES } from '@runtasks/shared/domain';
 import { z } from 'zod';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';

@@ -1,20 +1,8 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import {
-  ApiError,
-  ConfigurationVersion,
-  conflict,
-  DB_NOW_ISO,
-  generateToken,
-  inTransaction,
-  isPlausibleToken,
-  issueCallbackToken,
-  resultDeadlines,
-  nativePool,
-  newId,
-  notFound,
-  numbered,
-  Run,
-} from '@runtasks/shared';
+import { ApiError, conflict, notFound } from '@runtasks/shared/errors';
+import { newId } from '@runtasks/shared/domain';
+import { ConfigurationVersion, DB_NOW_ISO, inTransaction, resultDeadlines, nativePool, numbered, Run } from '@runtasks/shared/db';
+import { generateToken, isPlausibleToken, issueCallbackToken } from '@runtasks/shared/security';
 import { z } from 'zod';
 import { workspaceScope, type WorkspaceNeed } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
@@ -29,7 +17,7 @@ import { createRunIn } from '../services/run.service.ts';
 import { configurationVersionActionRoutes } from './configuration-version-actions.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { flexibleBoolean } from './schemas.ts';
-import { findWorkspace } from './workspaces.routes.ts';
+import { findWorkspace } from '../services/workspace.service.ts';
 
 const UPLOAD_TOKEN_PREFIX = 'rtup_';
 

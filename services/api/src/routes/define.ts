@@ -1,5 +1,5 @@
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
-import { invalidAttribute, notFound } from '@runtasks/shared';
+import { invalidAttribute, notFound } from '@runtasks/shared/errors';
 import type { z } from 'zod';
 import type { ApiContext } from '../context.ts';
 import { MEDIA_TYPE, type Document } from '../http/jsonapi.ts';

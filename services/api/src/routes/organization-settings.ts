@@ -1,4 +1,5 @@
-import { COLLABORATOR_AUTH_POLICIES, EXECUTION_MODES, type Organization } from '@runtasks/shared';
+import { COLLABORATOR_AUTH_POLICIES, EXECUTION_MODES } from '@runtasks/shared/domain';
+import { type Organization } from '@runtasks/shared/db';
 import { z } from 'zod';
 import { flexibleBoolean, safeText } from './schemas.ts';
 

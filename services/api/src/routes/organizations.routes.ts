@@ -1,19 +1,22 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { ApiError, createOwnersTeam, EDITIONS, inLongTransaction, invalidParameter, newId, notFound, Organization } from '@runtasks/shared';
+import { ApiError, invalidParameter, notFound } from '@runtasks/shared/errors';
+import { EDITIONS, newId } from '@runtasks/shared/domain';
+import { createOwnersTeam, inLongTransaction, Organization } from '@runtasks/shared/db';
 import { z } from 'zod';
 import { principalsChanged } from '../auth/authenticate.ts';
 import { organizationPermissions } from '../auth/permissions.ts';
 import { isAdmin, isOwnerOf } from '../auth/principal.ts';
-import { organizationScope, ownerOrganizationScope } from '../auth/scopes.ts';
+import { organizationScope } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { single } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
 import { parseInclude } from '../http/include.ts';
 import { serializeDefaultProject, serializeEntitlementSet, serializeOrganization } from '../serializers/organization.serializer.ts';
-import { orNotFound, publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
+import { publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
 import { applyOrganizationSettings, organizationSettings } from './organization-settings.ts';
 import { flexibleBoolean, nameSchema, noRelationships, resourceDocument } from './schemas.ts';
+import { findOrganization } from '../services/organization.service.ts';
 
 const emailSchema = z.email('must be a valid email address').max(255);
 
@@ -42,13 +45,6 @@ const updateSchema = resourceDocument(
     .default({}),
   noRelationships,
 );
-
-/** Looks the organization up by name inside the caller's scope: missing and forbidden are the same 404. */
-export async function findOrganization(ctx: ApiContext, owner = false): Promise<Organization> {
-  const scope = owner ? ownerOrganizationScope(ctx.state.principal) : organizationScope(ctx.state.principal);
-  const name = ctx.params['organization_name'] ?? '';
-  return orNotFound(scope && (await ctx.state.em.findOne(Organization, { ...scope, name } as FilterQuery<Organization>)));
-}
 
 const serializeWithPermissions = (ctx: ApiContext, organization: Organization) =>
   serializeOrganization(organization, organizationPermissions(ctx.state.principal, organization.id));

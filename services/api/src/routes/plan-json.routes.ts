@@ -1,5 +1,5 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { Run } from '@runtasks/shared';
+import { Run } from '@runtasks/shared/db';
 import type { ApiContext } from '../context.ts';
 import { orNotFound, type RouteDef } from './define.ts';
 import { findRun } from './runs.routes.ts';

@@ -1,6 +1,6 @@
-import { ConfigurationVersion, Organization, RUN_STAGES, TaskResult, TaskStage, type Run } from '@runtasks/shared';
+import { ConfigurationVersion, Organization, TaskResult, TaskStage, type Run } from '@runtasks/shared/db';
+import { RUN_STAGES } from '@runtasks/shared/domain';
 import { workspacePermissions, workspaceRights } from '../auth/permissions.ts';
-import type { Principal } from '../auth/principal.ts';
 import { workspaceGrants } from '../auth/workspace-grants.ts';
 import type { ApiContext } from '../context.ts';
 import { uniqueResources, type Resource } from '../http/jsonapi.ts';
@@ -9,15 +9,11 @@ import { serializeApply, serializePlan } from '../serializers/execution.serializ
 import { serializeActorUser } from '../serializers/run-attributes.serializer.ts';
 import { serializeTaskStage } from '../serializers/task-stage.serializer.ts';
 import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
+import { canOverrideTasks } from '../services/run-lookup.service.ts';
 
 /** What `include` may name on a run and on run lists (HCP's list, less cost estimates). */
 export const RUN_INCLUDES = ['task_stages', 'plan', 'apply', 'workspace', 'created_by', 'configuration_version'] as const;
 export type RunInclude = (typeof RUN_INCLUDES)[number];
-
-export function canOverrideTasks(principal: Principal, organizationId: string): boolean {
-  if (principal.kind === 'team') return principal.organizationId === organizationId && principal.managePolicyOverrides;
-  return principal.kind === 'admin' || principal.organizationId === organizationId;
-}
 
 const stageOrder = (stage: TaskStage): number => RUN_STAGES.indexOf(stage.stage);
 

@@ -1,5 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { invalidParameter, Run, RUN_OPERATIONS } from '@runtasks/shared';
+import { invalidParameter } from '@runtasks/shared/errors';
+import { Run } from '@runtasks/shared/db';
+import { RUN_OPERATIONS } from '@runtasks/shared/domain';
 
 type Query = Record<string, string | string[] | undefined>;
 

@@ -1,14 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import {
-  ENFORCEMENT_LEVELS,
-  newId,
-  notFound,
-  RUN_STAGES,
-  RunTask,
-  StatementShapes,
-  WorkspaceTask,
-  type Organization,
-} from '@runtasks/shared';
+import { notFound } from '@runtasks/shared/errors';
+import { ENFORCEMENT_LEVELS, newId, RUN_STAGES } from '@runtasks/shared/domain';
+import { idList, idListSql, RunTask, StatementShapes, WorkspaceTask, type Organization } from '@runtasks/shared/db';
 import { z } from 'zod';
 import { runTaskScope } from '../auth/run-task-scope.ts';
 import { poolOf, type ApiContext } from '../context.ts';
@@ -16,12 +9,12 @@ import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
 import { single, type Resource } from '../http/jsonapi.ts';
 import { collection, MAX_PAGE_SIZE, parsePage, type Page } from '../http/pagination.ts';
-import { idList, idListSql, runTaskFromRow, type Absent, type RunTaskRow } from '../serializers/rows.ts';
+import { runTaskFromRow, type Absent, type RunTaskRow } from '../serializers/rows.ts';
 import { serializeRunTask, serializeWorkspaceTask } from '../serializers/run-task.serializer.ts';
 import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
 import { assertEditionAllowsAnotherTask, isGlobalEntitled, verifyTaskEndpoint, workspaceTaskIdsOf } from '../services/run-task.service.ts';
 import { orNotFound, publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
-import { findOrganization } from './organizations.routes.ts';
+import { findOrganization } from '../services/organization.service.ts';
 import { characters, distinctList, flexibleBoolean, nameSchema, noRelationships, resourceDocument, safeText, taskUrl } from './schemas.ts';
 
 const globalConfiguration = z

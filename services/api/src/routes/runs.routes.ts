@@ -1,23 +1,12 @@
-import type { FilterQuery } from '@mikro-orm/core';
-import {
-  ConfigurationVersion,
-  invalidAttribute,
-  issueCallbackToken,
-  resultDeadlines,
-  notFound,
-  plannableTasksUnion,
-  prepared,
-  Run,
-  runPrepared,
-  type ExecutionMode,
-  type RunAction,
-  type TaskRow,
-} from '@runtasks/shared';
+import { invalidAttribute, notFound } from '@runtasks/shared/errors';
+import { type ExecutionMode, type RunAction } from '@runtasks/shared/domain';
+import { ConfigurationVersion, resultDeadlines, plannableTasksUnion, prepared, runPrepared, type TaskRow } from '@runtasks/shared/db';
+import { issueCallbackToken } from '@runtasks/shared/security';
 import { z } from 'zod';
 import { actorId } from '../auth/actor.ts';
 import { runPermissions, workspaceRights } from '../auth/permissions.ts';
 import { workspaceGrants } from '../auth/workspace-grants.ts';
-import { readableWorkspaceParams, workspaceAccessSql, workspaceScope, WORKSPACE_ROW, type WorkspaceNeed } from '../auth/scopes.ts';
+import { readableWorkspaceParams, workspaceAccessSql, WORKSPACE_ROW } from '../auth/scopes.ts';
 import { poolOf, type ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
@@ -29,41 +18,25 @@ import { applyRunAction, createRun, type RunPlace } from '../services/run.servic
 import { includedForRuns, RUN_INCLUDES, stagesOf } from './run-includes.ts';
 import { planJsonRoutes } from './plan-json.routes.ts';
 import { findRunPage, RUN_LIST_PARAMS } from './run-list.ts';
-import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
-import { findWorkspace } from './workspaces.routes.ts';
-import { flexibleBoolean, NO_NUL, relationshipTo, resourceDocument, safeText, WELL_FORMED } from './schemas.ts';
+import { publicRequestUrl, respond, type RouteDef } from './define.ts';
+import {
+  actionSchema,
+  flexibleBoolean,
+  MAX_PLAN_DEPTH,
+  nestsDeeperThan,
+  NO_NUL,
+  relationshipTo,
+  resourceDocument,
+  safeText,
+  someString,
+  WELL_FORMED,
+} from './schemas.ts';
+import { findRun } from '../services/run-lookup.service.ts';
+import { findWorkspace } from '../services/workspace.service.ts';
 
-/** How deep a plan document may nest: JSON.stringify (MikroORM, Koa, the worker) recurses, and a few thousand levels overflow the stack. */
-export const MAX_PLAN_DEPTH = 512;
-
-/** Whether a value nests objects or arrays deeper than `max` levels (the value itself is level 1); iterative. */
-export function nestsDeeperThan(value: unknown, max: number): boolean {
-  const pending: [unknown, number][] = [[value, 1]];
-  for (let next = pending.pop(); next; next = pending.pop()) {
-    const [item, depth] = next;
-    if (item === null || typeof item !== 'object') continue;
-    if (depth > max) return true;
-    for (const child of Object.values(item)) pending.push([child, depth + 1]);
-  }
-  return false;
-}
-
-/** Whether any key or string of a JSON value matches: iterative, so deep nesting cannot overflow the stack. */
-export function someString(value: unknown, matches: (text: string) => boolean): boolean {
-  const pending: unknown[] = [value];
-  while (pending.length > 0) {
-    const item = pending.pop();
-    if (typeof item === 'string') {
-      if (matches(item)) return true;
-    } else if (item !== null && typeof item === 'object') {
-      for (const [key, child] of Object.entries(item)) {
-        if (matches(key)) return true;
-        pending.push(child);
-      }
-    }
-  }
-  return false;
-}
+// Re-exported only for task-stages.routes.ts and executions.routes.ts until they import these from their new homes.
+export { canOverrideTasks, findRun } from '../services/run-lookup.service.ts';
+export { MAX_PLAN_DEPTH, nestsDeeperThan, someString } from './schemas.ts';
 
 const createSchema = resourceDocument(
   'runs',
@@ -92,20 +65,6 @@ const createSchema = resourceDocument(
       .optional(),
   }),
 );
-
-// Not a union with z.undefined(): a union reports any failure at the document root, losing the pointer.
-export const actionSchema = z.object({ comment: safeText(10_000).nullable().optional() }).optional();
-
-export { canOverrideTasks } from './run-includes.ts';
-
-/** Runs are found through their workspace's scope, in the same query. */
-export async function findRun(ctx: ApiContext, need: WorkspaceNeed, where: FilterQuery<Run>): Promise<Run> {
-  const scope = workspaceScope(ctx.state.principal, need);
-  if (!scope) throw notFound();
-  return orNotFound(
-    await ctx.state.em.findOne(Run, { $and: [where, { workspace: scope }] } as FilterQuery<Run>, { populate: ['workspace'] }),
-  );
-}
 
 /** Whether the caller may apply, cancel and discard runs in this workspace: at most one query. */
 async function mayApplyIn(ctx: ApiContext, organizationId: string, workspaceId: string): Promise<boolean> {

@@ -86,3 +86,41 @@ export const linkUrl = safeText(2048).refine((value) => value === '' || parseHtt
 /** A list without repeats: a stage given twice is a client mistake, not something to deduplicate silently. */
 export const distinctList = <T extends z.ZodType>(item: T) =>
   z.array(item).refine((values) => new Set(values).size === values.length, 'must not repeat a value');
+
+/** How deep a plan document may nest: JSON.stringify (MikroORM, Koa, the worker) recurses, and a few thousand levels overflow the stack. */
+export const MAX_PLAN_DEPTH = 512;
+
+/** Whether a value nests objects or arrays deeper than `max` levels (the value itself is level 1); iterative. */
+export function nestsDeeperThan(value: unknown, max: number): boolean {
+  const pending: [unknown, number][] = [[value, 1]];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [item, depth] = next;
+    if (item === null || typeof item !== 'object') continue;
+    if (depth > max) return true;
+    for (const child of Object.values(item)) pending.push([child, depth + 1]);
+  }
+  return false;
+}
+
+/** Whether any key or string of a JSON value matches: iterative, so deep nesting cannot overflow the stack. */
+export function someString(value: unknown, matches: (text: string) => boolean): boolean {
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const item = pending.pop();
+    if (typeof item === 'string') {
+      if (matches(item)) return true;
+    } else if (item !== null && typeof item === 'object') {
+      for (const [key, child] of Object.entries(item)) {
+        if (matches(key)) return true;
+        pending.push(child);
+      }
+    }
+  }
+  return false;
+}
+
+// Not a union with z.undefined(): a union reports any failure at the document root, losing the pointer.
+export const actionSchema = z.object({ comment: safeText(10_000).nullable().optional() }).optional();
+
+/** go-tfe sends plain JSON to a stage's override, not a JSON:API document: `{}` or `{"comment": "…"}`. */
+export const overrideSchema = actionSchema;

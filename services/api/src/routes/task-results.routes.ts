@@ -1,11 +1,12 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { DeliveryAttempt, notFound, prepared, runPrepared, TaskResult, TaskResultOutcome } from '@runtasks/shared';
+import { notFound } from '@runtasks/shared/errors';
+import { columnList, DeliveryAttempt, prepared, runPrepared, TaskResult, TaskResultOutcome } from '@runtasks/shared/db';
 import { readableWorkspaceParams, readableWorkspaceSql, RUN_ROW, workspaceScope, type ScopeFilter } from '../auth/scopes.ts';
 import { poolOf, type ApiContext } from '../context.ts';
 import { single } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
 import { serializeDeliveryAttempt, serializeOutcome } from '../serializers/run-task.serializer.ts';
-import { columnList, TASK_RESULT_COLUMNS, taskResultFromRow, type TaskResultRow } from '../serializers/rows.ts';
+import { TASK_RESULT_COLUMNS, taskResultFromRow, type TaskResultRow } from '../serializers/rows.ts';
 import { serializeTaskResult } from '../serializers/task-stage.serializer.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 

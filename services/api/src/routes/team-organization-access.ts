@@ -1,11 +1,11 @@
+import { invalidAttribute } from '@runtasks/shared/errors';
 import {
-  invalidAttribute,
   missingAccessDependency,
   ORGANIZATION_ACCESS_KEYS,
   type OrganizationAccess,
   type OrganizationAccessKey,
-  type Team,
-} from '@runtasks/shared';
+} from '@runtasks/shared/domain';
+import { type Team } from '@runtasks/shared/db';
 import { z } from 'zod';
 import { flexibleBoolean } from './schemas.ts';
 

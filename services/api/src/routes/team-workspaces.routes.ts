@@ -1,20 +1,16 @@
+import { ApiError, invalidAttribute, invalidParameter } from '@runtasks/shared/errors';
 import {
-  ApiError,
-  invalidAttribute,
-  invalidParameter,
-  newId,
-  Team,
   CUSTOM_DEFAULTS,
   decideTeamAccess,
+  newId,
   TEAM_RUNS_ACCESS,
   TEAM_SENTINEL_MOCKS_ACCESS,
   TEAM_STATE_VERSIONS_ACCESS,
   TEAM_VARIABLES_ACCESS,
   TEAM_WORKSPACE_ACCESS,
-  TeamWorkspace,
-  Workspace,
   type CustomPermissions,
-} from '@runtasks/shared';
+} from '@runtasks/shared/domain';
+import { Team, TeamWorkspace, Workspace } from '@runtasks/shared/db';
 import type { FilterQuery } from '@mikro-orm/core';
 import { z } from 'zod';
 import { ownerOrganizationScope } from '../auth/scopes.ts';

@@ -1,5 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { ApiError, invalidAttribute, invalidParameter, newId, OWNERS_TEAM_NAME, Team, TEAM_VISIBILITIES } from '@runtasks/shared';
+import { ApiError, invalidAttribute, invalidParameter } from '@runtasks/shared/errors';
+import { newId, TEAM_VISIBILITIES } from '@runtasks/shared/domain';
+import { OWNERS_TEAM_NAME, Team } from '@runtasks/shared/db';
 import { z } from 'zod';
 import { principalsChanged } from '../auth/authenticate.ts';
 import { teamPermissions } from '../auth/permissions.ts';
@@ -10,7 +12,7 @@ import { single } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
 import { serializeTeam } from '../serializers/team.serializer.ts';
 import { orNotFound, publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
-import { findOrganization } from './organizations.routes.ts';
+import { findOrganization } from '../services/organization.service.ts';
 import { flexibleBoolean, noRelationships, resourceDocument, safeText } from './schemas.ts';
 import { applyOrganizationAccess, organizationAccessSchema } from './team-organization-access.ts';
 

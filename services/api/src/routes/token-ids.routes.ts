@@ -1,5 +1,6 @@
 import type { FilterQuery, QueryOrderMap } from '@mikro-orm/core';
-import { ApiToken, invalidParameter } from '@runtasks/shared';
+import { ApiToken } from '@runtasks/shared/db';
+import { invalidParameter } from '@runtasks/shared/errors';
 import { principalsChanged } from '../auth/authenticate.ts';
 import { ownerOrganizationScope } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
@@ -7,7 +8,7 @@ import { single } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
 import { serializeToken } from '../serializers/token.serializer.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
-import { findOrganization } from './organizations.routes.ts';
+import { findOrganization } from '../services/organization.service.ts';
 
 /**
  * Organization and team tokens by id (`/authentication-tokens/:id`) and an organization's team tokens,

@@ -1,5 +1,6 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { ApiToken, invalidParameter, Team } from '@runtasks/shared';
+import { invalidParameter } from '@runtasks/shared/errors';
+import { ApiToken, Team } from '@runtasks/shared/db';
 import { z } from 'zod';
 import { actorId } from '../auth/actor.ts';
 import { ownerOrganizationScope } from '../auth/scopes.ts';
@@ -11,7 +12,7 @@ import { single } from '../http/jsonapi.ts';
 import { serializeToken } from '../serializers/token.serializer.ts';
 import { orNotFound, respond, type RouteDef } from './define.ts';
 import { tokenIdRoutes } from './token-ids.routes.ts';
-import { findOrganization } from './organizations.routes.ts';
+import { findOrganization } from '../services/organization.service.ts';
 import { noRelationships, safeText } from './schemas.ts';
 
 /**

@@ -1,5 +1,6 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { ENFORCEMENT_LEVELS, newId, RUN_STAGES, RunTask, WorkspaceTask, type RunStage, type Workspace } from '@runtasks/shared';
+import { ENFORCEMENT_LEVELS, newId, RUN_STAGES, type RunStage } from '@runtasks/shared/domain';
+import { RunTask, WorkspaceTask, type Workspace } from '@runtasks/shared/db';
 import { z } from 'zod';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
@@ -9,7 +10,7 @@ import { serializeWorkspaceTask } from '../serializers/run-task.serializer.ts';
 import { assertEditionAllowsWorkspace } from '../services/run-task.service.ts';
 import { orNotFound, publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
 import { distinctList, relationshipTo, resourceDocument } from './schemas.ts';
-import { findWorkspace } from './workspaces.routes.ts';
+import { findWorkspace } from '../services/workspace.service.ts';
 
 const stageAttributes = {
   // `stage` is deprecated; `stages` wins when both are sent.

@@ -1,18 +1,21 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { EXECUTION_MODES, inLongTransaction, newId, notFound, Workspace } from '@runtasks/shared';
+import { notFound } from '@runtasks/shared/errors';
+import { EXECUTION_MODES, newId } from '@runtasks/shared/domain';
+import { inLongTransaction, Workspace } from '@runtasks/shared/db';
 import { z } from 'zod';
 import { workspacePermissions, workspaceRights, type WorkspaceGrant } from '../auth/permissions.ts';
 import type { Principal } from '../auth/principal.ts';
 import { workspaceGrants } from '../auth/workspace-grants.ts';
-import { canCreateWorkspaces, workspaceScope, type WorkspaceNeed } from '../auth/scopes.ts';
+import { canCreateWorkspaces, workspaceScope } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { single, type Resource } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
 import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
-import { orNotFound, publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
-import { findOrganization } from './organizations.routes.ts';
+import { publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
 import { flexibleBoolean, nameSchema, noRelationships, resourceDocument, safeText } from './schemas.ts';
+import { findOrganization } from '../services/organization.service.ts';
+import { findWorkspace } from '../services/workspace.service.ts';
 
 const attributes = {
   description: safeText(1000).nullable().optional(),
@@ -43,16 +46,6 @@ function applyAttributes(workspace: Workspace, input: WorkspaceAttributes): void
   if (input['working-directory'] !== undefined) workspace.workingDirectory = input['working-directory'];
   if (input['terraform-version'] !== undefined) workspace.terraformVersion = input['terraform-version'];
   if (input['execution-mode'] !== undefined) workspace.executionMode = input['execution-mode'];
-}
-
-/** Finds a workspace by id (or by organization and name) inside the caller's scope for `need`. */
-export async function findWorkspace(ctx: ApiContext, need: WorkspaceNeed, where: FilterQuery<Workspace>): Promise<Workspace> {
-  const scope = workspaceScope(ctx.state.principal, need);
-  if (!scope) throw notFound();
-  const workspace = await ctx.state.em.findOne(Workspace, { $and: [scope, where] } as FilterQuery<Workspace>, {
-    populate: ['organization'],
-  });
-  return orNotFound(workspace);
 }
 
 const permissionsOn = (principal: Principal, workspace: Workspace, grants: ReadonlyMap<string, WorkspaceGrant>) =>

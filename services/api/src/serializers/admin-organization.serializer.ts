@@ -1,4 +1,4 @@
-import type { Organization } from '@runtasks/shared';
+import type { Organization } from '@runtasks/shared/db';
 import { selfLink, type Resource } from '../http/jsonapi.ts';
 
 /**

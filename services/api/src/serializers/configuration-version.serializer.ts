@@ -1,4 +1,4 @@
-import type { ConfigurationVersion } from '@runtasks/shared';
+import type { ConfigurationVersion } from '@runtasks/shared/db';
 import { API_PREFIX, selfLink, type Resource } from '../http/jsonapi.ts';
 
 /** `upload-url` only in the response that creates it: the URL's secret is stored hashed. */

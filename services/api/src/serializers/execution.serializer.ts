@@ -1,4 +1,5 @@
-import { applyStatus, applyTimestamps, planStatus, planTimestamps, type Run } from '@runtasks/shared';
+import { applyStatus, applyTimestamps, planStatus, planTimestamps } from '@runtasks/shared/domain';
+import { type Run } from '@runtasks/shared/db';
 import { selfLink, type Resource } from '../http/jsonapi.ts';
 
 /** What a plan's and an apply's documents read of their run. */

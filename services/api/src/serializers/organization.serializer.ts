@@ -1,4 +1,5 @@
-import { FREE_RUN_TASK_LIMIT, FREE_RUN_TASK_WORKSPACE_LIMIT, type Organization } from '@runtasks/shared';
+import { FREE_RUN_TASK_LIMIT, FREE_RUN_TASK_WORKSPACE_LIMIT } from '@runtasks/shared/domain';
+import { type Organization } from '@runtasks/shared/db';
 import type { Permissions } from '../auth/permissions.ts';
 import { selfLink, timestamp, toOne, type Resource } from '../http/jsonapi.ts';
 import { organizationSettingsAttributes } from '../routes/organization-settings.ts';

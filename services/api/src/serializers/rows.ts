@@ -8,7 +8,7 @@ import type { Instant } from '../http/jsonapi.ts';
  * they stay text until the serializer prints them (`timestamp` in jsonapi.ts), no Date made on the way.
  */
 
-/** The task_results columns `taskResultFromRow` reads, for a select list (`prefix.` each). */
+/** The task_results columns `taskResultFromRow` reads: the row's shape, for a select list (`columnList`). */
 export const TASK_RESULT_COLUMNS = [
   'id',
   'task_stage_id',
@@ -50,16 +50,8 @@ export type TaskResultRow = {
 /** A row of a left join that found nothing: every column of `T` null. */
 export type Absent<T> = { [K in keyof T]: null };
 
-export const columnList = (columns: readonly string[], alias: string): string => columns.map((column) => `${alias}.${column}`).join(', ');
-
-/**
- * The ids an ordered subquery selects, as one comma-joined text for `idList` to split, which is far
- * cheaper than pg's parser of a text[] (docs/design.md, "Smaller choices"). An id never holds a comma:
- * `newId` makes every one of a prefix, a hyphen and base62.
- */
-export const idListSql = (orderedIds: string): string => `array_to_string(array(${orderedIds}), ',')`;
-
-export const idList = (joined: string): string[] => (joined === '' ? [] : joined.split(','));
+// Re-exported only for task-stages.routes.ts and callback.routes.ts until they import from @runtasks/shared/db.
+export { columnList, idList, idListSql } from '@runtasks/shared/db';
 
 export function taskResultFromRow(row: TaskResultRow): TaskResultView {
   return {

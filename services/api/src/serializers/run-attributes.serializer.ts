@@ -1,4 +1,4 @@
-import { resolveRunOptions, type RunOptions } from '@runtasks/shared';
+import { resolveRunOptions, type RunOptions } from '@runtasks/shared/domain';
 import { actorUsername, parseActor } from '../auth/actor.ts';
 import { timestamp, toOne, type Instant, type Relationship, type Resource } from '../http/jsonapi.ts';
 

@@ -1,4 +1,4 @@
-import type { DeliveryAttempt, RunTask, TaskResultOutcome, WorkspaceTask } from '@runtasks/shared';
+import type { DeliveryAttempt, RunTask, TaskResultOutcome, WorkspaceTask } from '@runtasks/shared/db';
 import { selfLink, timestamp, toMany, toOne, type Resource, type Timestamps } from '../http/jsonapi.ts';
 import { shownTaskUrl } from './task-url.ts';
 

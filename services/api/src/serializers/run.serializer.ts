@@ -1,4 +1,5 @@
-import { planStatus, runActionSubject, runActionTarget, type Run } from '@runtasks/shared';
+import { planStatus, runActionSubject, runActionTarget } from '@runtasks/shared/domain';
+import { type Run } from '@runtasks/shared/db';
 import type { Permissions } from '../auth/permissions.ts';
 import { selfLink, timestamp, toMany, toOne, type Resource } from '../http/jsonapi.ts';
 import { runActorRelationships, runOptionAttributes } from './run-attributes.serializer.ts';

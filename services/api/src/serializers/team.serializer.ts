@@ -1,4 +1,4 @@
-import type { Team, TeamWorkspace } from '@runtasks/shared';
+import type { Team, TeamWorkspace } from '@runtasks/shared/db';
 import type { Permissions } from '../auth/permissions.ts';
 import { selfLink, timestamp, toOne, type Resource } from '../http/jsonapi.ts';
 import { organizationAccessOf } from '../routes/team-organization-access.ts';

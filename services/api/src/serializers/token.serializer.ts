@@ -1,4 +1,4 @@
-import type { ApiToken } from '@runtasks/shared';
+import type { ApiToken } from '@runtasks/shared/db';
 import { parseActor } from '../auth/actor.ts';
 import { selfLink, timestamp, toOne, type Resource } from '../http/jsonapi.ts';
 

@@ -1,4 +1,4 @@
-import type { Workspace } from '@runtasks/shared';
+import type { Workspace } from '@runtasks/shared/db';
 import type { Permissions } from '../auth/permissions.ts';
 import { selfLink, timestamp, toOne, type Resource } from '../http/jsonapi.ts';
 

@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { invalidAttribute, runOptionConflict, type RunOptions } from '@runtasks/shared';
+import { invalidAttribute } from '@runtasks/shared/errors';
+import { runOptionConflict, type RunOptions } from '@runtasks/shared/domain';
 import { z } from 'zod';
 import { flexibleBoolean, safeText } from '../routes/schemas.ts';
 

@@ -1,16 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import {
-  answerExcerpt,
-  ApiError,
-  describeOutcome,
-  encodePayload,
-  FREE_RUN_TASK_LIMIT,
-  FREE_RUN_TASK_WORKSPACE_LIMIT,
-  RunTask,
-  verificationPayload,
-  WorkspaceTask,
-  type Organization,
-} from '@runtasks/shared';
+import { ApiError } from '@runtasks/shared/errors';
+import { FREE_RUN_TASK_LIMIT, FREE_RUN_TASK_WORKSPACE_LIMIT } from '@runtasks/shared/domain';
+import { RunTask, WorkspaceTask, type Organization } from '@runtasks/shared/db';
+import { answerExcerpt, describeOutcome, encodePayload, verificationPayload } from '@runtasks/shared/outbound';
 import type { ApiDeps } from '../context.ts';
 
 /** How much of a refusing endpoint's answer a failed verification's 422 shows. */

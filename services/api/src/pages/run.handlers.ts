@@ -1,9 +1,10 @@
 import { actorId } from '../auth/actor.ts';
-import { notFound, RUN_ACTIONS, type RunAction } from '@runtasks/shared';
+import { notFound } from '@runtasks/shared/errors';
+import { RUN_ACTIONS, type RunAction } from '@runtasks/shared/domain';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
-import { actionSchema, canOverrideTasks, findRun } from '../routes/runs.routes.ts';
-import { findStage, overrideSchema } from '../routes/task-stages.routes.ts';
+import { actionSchema, overrideSchema } from '../routes/schemas.ts';
+import { canOverrideTasks, findRun, findStage } from '../services/run-lookup.service.ts';
 import { applyRunAction } from '../services/run.service.ts';
 import { overrideTaskStage } from '../services/task-stage.service.ts';
 import { pagePath } from './access.ts';

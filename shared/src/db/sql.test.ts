@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { ID_PREFIX, newId, type IdKind } from '@runtasks/shared';
-import { idList } from './rows.ts';
+import { ID_PREFIX, newId, type IdKind } from '@runtasks/shared/domain';
+import { idList } from './sql.ts';
 
 describe('idList: ids read as one comma-joined text', () => {
   it('reads no ids from the empty text', () => {

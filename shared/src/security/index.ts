@@ -1,0 +1,3 @@
+// Secrets: token hashes, encryption of HMAC keys, the key they are sealed with.
+export * from './secrets.ts';
+export * from './secret-key.ts';

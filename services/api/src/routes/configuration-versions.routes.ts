@@ -13,6 +13,8 @@ import {
   notFound,
   numbered,
   Run,
+  admitAfterChange,
+  queueStateAtCreation,
 } from '@runtasks/shared';
 import { z } from 'zod';
 import { workspaceScope } from '../auth/scopes.ts';
@@ -118,6 +120,8 @@ async function upload(ctx: ApiContext): Promise<void> {
         planJson: null,
         configurationVersionId: version.id,
         createdBy: null,
+        // Inside the upload's transaction: it waits in the queue, and is admitted once that has committed.
+        queue: queueStateAtCreation({ planOnly: version.speculative }, { busy: true }),
       },
       (resultId) => issueCallbackToken(ctx.deps.secrets, resultId),
       resultDeadlines(ctx.deps.config),
@@ -125,6 +129,7 @@ async function upload(ctx: ApiContext): Promise<void> {
   });
   // Committed: the auto-queued run's job goes to the workers now, as a created run's does.
   if (queued) ctx.deps.ops?.publishRunCreated?.(queued);
+  if (queued) await admitAfterChange(await nativePool(em), version.workspace.id, version.speculative ? null : 'queued');
   if (!check.ok) throw new ApiError(check.status, 'invalid archive', check.detail);
   respond(ctx, 200);
 }

@@ -14,6 +14,7 @@ import { teamWorkspaceRoutes } from './team-workspaces.routes.ts';
 import { teamRoutes } from './teams.routes.ts';
 import { tokenRoutes } from './tokens.routes.ts';
 import { workspaceRoutes } from './workspaces.routes.ts';
+import { workspaceLockRoutes } from './workspace-lock.routes.ts';
 
 /** Every API route. The isolation test walks this table, so a new route is covered automatically. */
 export const ROUTES: readonly RouteDef[] = [
@@ -32,4 +33,5 @@ export const ROUTES: readonly RouteDef[] = [
   ...callbackRoutes,
   ...configurationVersionRoutes,
   ...adminRoutes,
+  ...workspaceLockRoutes,
 ];

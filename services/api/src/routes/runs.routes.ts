@@ -15,6 +15,10 @@ import {
   type ExecutionMode,
   type RunAction,
   type TaskRow,
+  admitAfterChange,
+  createInQueue,
+  queueBusySql,
+  queueStateAtCreation,
 } from '@runtasks/shared';
 import { z } from 'zod';
 import { runPermissions, workspaceRights } from '../auth/permissions.ts';
@@ -166,7 +170,7 @@ async function uploadedConfigurationVersion(
 const PLANNABLE_WORKSPACE = prepared(
   'plannable-workspace',
   `select w.id as workspace_id, w.organization_id, w.auto_apply, w.execution_mode, entitlement.global_entitled,
-          ${workspaceAccessSql(WORKSPACE_ROW, 2, 3, 'runs:apply')} as may_apply,
+          ${workspaceAccessSql(WORKSPACE_ROW, 2, 3, 'runs:apply')} as may_apply, ${queueBusySql('w')} as queue_busy,
           t.task_id, t.workspace_task_id, t.name, t.url, t.hmac_key_encrypted, t.enabled, t.enforcement_level, t.stages
      from workspaces w join organizations o on o.id = w.organization_id
     cross join lateral (select o.edition = 'standard' and o.global_run_tasks_enabled as global_entitled) entitlement
@@ -182,13 +186,14 @@ type PlannableWorkspaceRow = {
   execution_mode: ExecutionMode;
   global_entitled: boolean;
   may_apply: boolean;
+  queue_busy: boolean;
 } & (TaskRow | { [K in keyof TaskRow]: null });
 
 /** The workspace a run is created in, as the caller may plan in it; `mayApply`: whether the caller may apply there too. */
 async function plannableWorkspace(
   ctx: ApiContext,
   workspaceId: string,
-): Promise<RunPlace & { autoApply: boolean; mayApply: boolean; tasks: TaskRow[] }> {
+): Promise<RunPlace & { autoApply: boolean; mayApply: boolean; busy: boolean; tasks: TaskRow[] }> {
   const rows = await runPrepared<PlannableWorkspaceRow>(await poolOf(ctx), PLANNABLE_WORKSPACE, [
     workspaceId,
     ...readableWorkspaceParams(ctx.state.principal),
@@ -202,6 +207,7 @@ async function plannableWorkspace(
     executionMode: first.execution_mode,
     autoApply: first.auto_apply,
     mayApply: first.may_apply,
+    busy: first.queue_busy,
     tasks: rows.filter((row): row is PlannableWorkspaceRow & TaskRow => row.task_id !== null),
   };
 }
@@ -227,14 +233,20 @@ async function create(ctx: ApiContext): Promise<void> {
     configurationVersionId: configurationVersion?.id ?? null,
     createdBy: ctx.state.principal.tokenId,
   };
-  const { run, stageIds, job } = await createRun(
-    await poolOf(ctx),
-    place,
-    input,
-    place.tasks,
-    (resultId) => issueCallbackToken(ctx.deps.secrets, resultId),
-    resultDeadlines(ctx.deps.config),
+  const pool = await poolOf(ctx);
+  const { created, queue } = await createInQueue(queueStateAtCreation(input, place), (queue) =>
+    createRun(
+      pool,
+      place,
+      { ...input, queue },
+      place.tasks,
+      (resultId) => issueCallbackToken(ctx.deps.secrets, resultId),
+      resultDeadlines(ctx.deps.config),
+    ),
   );
+  const { run, stageIds, job } = created;
+  // A run created waiting may be next already (the holder ended meanwhile): admitted now, not at the sweeper's pass.
+  if (queue === 'queued') await admitAfterChange(pool, place.workspaceId, queue);
   // Committed: its job goes to the workers now, not on the relay's next poll (which publishes it too).
   ctx.deps.ops?.publishRunCreated?.(job);
   respond(ctx, 201, single(serializeRun(run, stageIds, runPermissions(place.mayApply))));

@@ -1,4 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
+import type { QueueState } from '../../domain/run-queue.ts';
 import type { ExecutionMode, RunStatus } from '../../domain/statuses.ts';
 import { Organization } from './organization.entity.ts';
 import { Workspace } from './workspace.entity.ts';
@@ -12,6 +13,15 @@ const RunSchema = defineEntity({
     {
       name: 'runs_unfinished_idx',
       expression: `create index "runs_unfinished_idx" on "runs" ("updated_at") where "status" not in ('applied', 'post_apply_completed', 'planned_and_finished', 'discarded', 'errored', 'canceled')`,
+    },
+    // The workspace run queue (shared/src/domain/run-queue.ts): at most one holder per workspace, and the waiting runs in order.
+    {
+      name: 'runs_workspace_holder_idx',
+      expression: `create unique index "runs_workspace_holder_idx" on "runs" ("workspace_id") where "queue_state" = 'holding' and "status" not in ('applied', 'post_apply_running', 'post_apply_completed', 'planned_and_finished', 'discarded', 'errored', 'canceled')`,
+    },
+    {
+      name: 'runs_workspace_queued_idx',
+      expression: `create index "runs_workspace_queued_idx" on "runs" ("workspace_id", "created_at", "id") where "queue_state" = 'queued' and "status" = 'pending'`,
     },
   ],
   properties: {
@@ -45,6 +55,8 @@ const RunSchema = defineEntity({
     // Set when the run's task stages are planned (at its creation): a pending run without stages and
     // without this flag was created by an earlier version, and its first advance plans it (advance-run.ts).
     stagesPlanned: p.boolean().default(false),
+    // `queued` while the run waits for its workspace, `holding` once admitted; null outside the queue (plan-only, or older runs).
+    queueState: p.text().$type<QueueState>().nullable(),
     createdBy: p.text().nullable(),
     configurationVersionId: p.string().length(32).nullable(),
     planJson: p.json<unknown>().nullable().lazy(),

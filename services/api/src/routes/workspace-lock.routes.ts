@@ -25,6 +25,8 @@ import { safeText } from './schemas.ts';
 
 // go-tfe sends `{"reason": …}` (not a JSON:API document), or nothing.
 const lockSchema = z.object({ reason: safeText(1000).optional() }).optional();
+// Unlocks and force-execute take no body (go-tfe sends none); an object's keys are ignored.
+const noBodySchema = z.object({}).optional();
 
 /**
  * Who a lock is taken for: a team token's team; the organization token (and the owners team's token,
@@ -59,6 +61,7 @@ async function lock(ctx: ApiContext): Promise<void> {
 
 function unlock(force: boolean) {
   return async (ctx: ApiContext): Promise<void> => {
+    parseWith(noBodySchema, ctx.request.body);
     const workspace = await findWorkspace(ctx, force ? 'manage' : 'runs:apply', byId(ctx));
     const caller = await lockOwner(ctx, ctx.state.principal);
     const decision = await unlockWorkspace(await poolOf(ctx), workspace.id, caller, force);
@@ -68,6 +71,7 @@ function unlock(force: boolean) {
 }
 
 async function forceExecuteRun(ctx: ApiContext): Promise<void> {
+  parseWith(noBodySchema, ctx.request.body);
   const run = await findRun(ctx, 'runs:apply', { id: ctx.params['run_id'] ?? '' });
   const outcome = await forceExecute(await poolOf(ctx), run.id);
   if (!outcome.ok) throw conflict(outcome.detail, 'transition not allowed');
@@ -103,6 +107,7 @@ export const workspaceLockRoutes: RouteDef[] = [
     auth: 'token',
     summary: 'Unlock a workspace',
     notes: 'Only the team or user that locked it; 409 where a run holds it, or it is not locked. The next waiting run starts.',
+    requestSchema: noBodySchema,
     response: { status: 200, content: 'jsonapi' },
     handler: unlock(false),
   },
@@ -112,6 +117,7 @@ export const workspaceLockRoutes: RouteDef[] = [
     auth: 'token',
     summary: 'Unlock a workspace locked by anyone',
     notes: 'Takes managing the workspace. 409 where a run holds it, or it is not locked.',
+    requestSchema: noBodySchema,
     response: { status: 200, content: 'jsonapi' },
     handler: unlock(true),
   },
@@ -121,6 +127,7 @@ export const workspaceLockRoutes: RouteDef[] = [
     auth: 'token',
     summary: 'Start a pending run now',
     notes: 'Discards (or cancels) every run ahead of it in the workspace queue and starts it. Only for a run waiting in the queue.',
+    requestSchema: noBodySchema,
     response: { status: 202, content: 'none' },
     handler: forceExecuteRun,
   },

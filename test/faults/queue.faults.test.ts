@@ -54,7 +54,7 @@ describe('the workspace run queue under worker crashes', () => {
     const seed = Number(process.env['QUEUE_FAULT_SEED'] ?? 3407);
     const random = seeded(seed);
     const h = await harness({ TASK_PROGRESS_TIMEOUT_SECONDS: '20' });
-    const { fixture, servers, hmacKeys } = await setUpWorkload(h, 'queue', 'callback', 1);
+    const { fixture, servers, hmacKeys } = await setUpWorkload(h, 'queue', 'callback', 1, {}, 1);
     const fleet = new WorkerFleet(workerEnv(h, { TASK_PROGRESS_TIMEOUT_SECONDS: '20' }));
     await Promise.all([fleet.start().started, fleet.start().started]);
     const sql = <T>(query: string, params: unknown[] = []): Promise<T[]> => h.orm.em.fork().getConnection().execute<T[]>(query, params);

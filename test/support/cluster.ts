@@ -237,8 +237,10 @@ export interface Workload {
  * Workspaces a workload spreads its runs over. One run at a time holds a workspace (the run queue), so
  * a load on a single workspace would run one run after the other; spread, runs go side by side.
  */
-export const WORKLOAD_WORKSPACES = 25;
+export const WORKLOAD_WORKSPACES = 60;
 const workloadWorkspaces = new WeakMap<Fixture, string[]>();
+/** Where a fixture's next run goes: loads go on round the workspaces from one call to the next, so a burst finds the workspaces the last one used least recently. */
+const workloadCursors = new WeakMap<Fixture, number>();
 /** The workspaces of a workload's fixture (the fixture's own workspace alone for any other fixture). */
 export const workspacesOf = (fixture: Fixture): string[] => workloadWorkspaces.get(fixture) ?? [fixture.workspaceId];
 
@@ -289,7 +291,9 @@ export async function createRuns(h: Harness, fixture: Fixture, count: number, co
   let next = 0;
   const lane = async (): Promise<void> => {
     while (next < count) {
-      const workspaceId = workspaceIds[next % workspaceIds.length];
+      const cursor = workloadCursors.get(fixture) ?? 0;
+      workloadCursors.set(fixture, cursor + 1);
+      const workspaceId = workspaceIds[cursor % workspaceIds.length];
       next += 1;
       const started = performance.now();
       const res = await api(h, 'post', '/runs', fixture.organizationToken, {

@@ -237,7 +237,7 @@ export interface Workload {
  * Workspaces a workload spreads its runs over. One run at a time holds a workspace (the run queue), so
  * a load on a single workspace would run one run after the other; spread, runs go side by side.
  */
-export const WORKLOAD_WORKSPACES = 60;
+export const WORKLOAD_WORKSPACES = 40;
 const workloadWorkspaces = new WeakMap<Fixture, string[]>();
 /** Where a fixture's next run goes: loads go on round the workspaces from one call to the next, so a burst finds the workspaces the last one used least recently. */
 const workloadCursors = new WeakMap<Fixture, number>();

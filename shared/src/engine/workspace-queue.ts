@@ -101,16 +101,26 @@ export interface ReleaseSubject {
   to: RunStatus;
 }
 
+/**
+ * The hooks below run after their caller's own commit, which stands whatever they do: they never
+ * throw. An admission they could not make (the database went away meanwhile) is the sweeper's to
+ * repair (`admitStalledQueues`), within its interval; failing the caller instead would answer a 500
+ * for an action that took effect, or keep a worker from delivering what its write started.
+ */
+async function admitAfterCommit(pool: Pool, workspaceId: string): Promise<void> {
+  await admitNext(pool, workspaceId).catch(() => undefined);
+}
+
 /** After a write that moved a run: where it released its workspace, the next waiting run is admitted. */
 export async function admitAfterRelease(pool: Pool, run: ReleaseSubject): Promise<void> {
   if (run.queueState !== 'holding' || RELEASED_RUN_STATUSES.has(run.from) || !RELEASED_RUN_STATUSES.has(run.to)) return;
-  await admitNext(pool, run.workspaceId);
+  await admitAfterCommit(pool, run.workspaceId);
 }
 
 /** After an action or creation on a run of the workspace: admits whatever may start now (for runs outside the queue, nothing). */
 export async function admitAfterChange(pool: Pool, workspaceId: string, queueState: QueueState | null | undefined): Promise<void> {
   if (queueState === null || queueState === undefined) return;
-  await admitNext(pool, workspaceId);
+  await admitAfterCommit(pool, workspaceId);
 }
 
 /** Workspaces with waiting runs and nothing holding them (a release whose admission was lost): the sweeper's repair. */

@@ -479,6 +479,7 @@ async function decideAndWrite(
     params,
   );
   if (rows.length === 0) return undefined;
+  // Where this write released the workspace, the next run starts (best effort: the sweeper repairs a failed admission).
   await admitAfterRelease(db, { workspaceId: run.workspace_id, queueState: run.queue_state, from: run.status, to: snapshot.status });
   if (startedResults.length === 0) return { started: [] };
   const runFields = dispatchRunFields(run);

@@ -191,7 +191,8 @@ describe("the statements on the advances' pool (the advance's read and write, th
     const startedRows: DispatchRow[] = [];
     for (let run = 0; run < 8; run += 1) {
       // Starts the run's first stage and its two results: the write with every part (stage, results, run).
-      const runId = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+      // Each in a workspace of its own: one run at a time holds a workspace (the run queue).
+      const runId = await fx.createRun();
       const results = await fx.advance(runId);
       started += results.length;
       startedRows.push(...results.map((result) => result.row));

@@ -11,3 +11,4 @@ export * from './outbound/index.ts';
 export * from './security/index.ts';
 export * from './ops/index.ts';
 export * from './embedded/index.ts';
+export * from './engine/index.ts';

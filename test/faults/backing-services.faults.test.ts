@@ -8,7 +8,7 @@ import { uniqueName } from '../support/assertions.ts';
 import { TASKS_PER_RUN } from '../support/cluster.ts';
 import { startFaultProxy, type FaultMode, type FaultProxy } from '../support/fault-proxy.ts';
 import { recordFigures } from '../support/figures.ts';
-import { api, createRun, eventually, seedOrganization, type Fixture } from '../support/fixtures.ts';
+import { api, createRun, createWorkspace, eventually, seedOrganization, type Fixture } from '../support/fixtures.ts';
 import { withAdminClient } from '../support/databases.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { holdLock } from '../support/locks.ts';
@@ -68,9 +68,23 @@ async function tearDown(
   await proxy?.stop();
 }
 
-/** An organization whose workspace runs `tasks` mandatory post_plan tasks on example servers (kept in `servers`). */
+/**
+ * Workspaces with the workload's tasks attached, one per run: a run that waits at post_plan_completed
+ * holds its workspace (the run queue), so two runs of these scenarios never share one.
+ */
+const spareWorkspaces: string[] = [];
+const WORKSPACES = 40;
+
+function takeWorkspace(): string {
+  const workspaceId = spareWorkspaces.shift();
+  if (workspaceId === undefined) throw new Error(`more than ${WORKSPACES} runs: seed more workspaces`);
+  return workspaceId;
+}
+
+/** An organization with `tasks` mandatory post_plan tasks on example servers (kept in `servers`), attached to WORKSPACES workspaces. */
 async function seedWorkload(h: Harness, servers: RunTaskServer[], tasks: number): Promise<Fixture> {
   const org = await seedOrganization(h, uniqueName('backing'));
+  const taskIds: string[] = [];
   for (let index = 0; index < tasks; index += 1) {
     const server = await startRunTaskServer({});
     servers.push(server);
@@ -78,14 +92,23 @@ async function seedWorkload(h: Harness, servers: RunTaskServer[], tasks: number)
       data: { type: 'tasks', attributes: { name: uniqueName('task'), url: server.url, category: 'task' } },
     });
     expect(task.status).toBe(201);
-    const attached = await api(h, 'post', `/workspaces/${org.workspaceId}/tasks`, org.organizationToken, {
-      data: {
-        type: 'workspace-tasks',
-        attributes: { 'enforcement-level': 'mandatory', stages: ['post_plan'] },
-        relationships: { task: { data: { type: 'tasks', id: task.body.data.id as string } } },
-      },
-    });
-    expect(attached.status).toBe(201);
+    taskIds.push(task.body.data.id as string);
+  }
+  spareWorkspaces.length = 0;
+  for (let index = 0; index < WORKSPACES; index += 1) {
+    const workspaceId =
+      index === 0 ? org.workspaceId : await createWorkspace(h, org.organization, org.organizationToken, uniqueName('backing-ws'));
+    for (const taskId of taskIds) {
+      const attached = await api(h, 'post', `/workspaces/${workspaceId}/tasks`, org.organizationToken, {
+        data: {
+          type: 'workspace-tasks',
+          attributes: { 'enforcement-level': 'mandatory', stages: ['post_plan'] },
+          relationships: { task: { data: { type: 'tasks', id: taskId } } },
+        },
+      });
+      expect(attached.status).toBe(201);
+    }
+    spareWorkspaces.push(workspaceId);
   }
   return org;
 }
@@ -139,7 +162,7 @@ describe('Redis behind a fault proxy: API writes stay 2xx, every run completes a
           data: {
             type: 'runs',
             attributes: { 'auto-apply': false },
-            relationships: { workspace: { data: { type: 'workspaces', id: org.workspaceId } } },
+            relationships: { workspace: { data: { type: 'workspaces', id: takeWorkspace() } } },
           },
         });
         maxCreateMs = Math.max(maxCreateMs, Date.now() - started);
@@ -165,7 +188,7 @@ describe('Redis behind a fault proxy: API writes stay 2xx, every run completes a
       );
       const recoveryMs = Date.now() - recoveryStartedAt;
       // One run outside the fault proves the path is fully back, not just drained.
-      const after = await createRun(h, org.organizationToken, org.workspaceId, { 'auto-apply': false });
+      const after = await createRun(h, org.organizationToken, takeWorkspace(), { 'auto-apply': false });
       await eventually(async () => ((await runStatuses([after]))[0] === 'post_plan_completed' ? true : undefined), 30_000, 200);
 
       expect(maxCreateMs).toBeLessThan(CREATE_BOUND_MS);
@@ -226,7 +249,7 @@ describe('PostgreSQL faults: the worker behind a fault proxy, every connection t
         data: {
           type: 'runs',
           attributes: { 'auto-apply': false },
-          relationships: { workspace: { data: { type: 'workspaces', id: org.workspaceId } } },
+          relationships: { workspace: { data: { type: 'workspaces', id: takeWorkspace() } } },
         },
       });
       const statusClass = String(res.status);
@@ -354,7 +377,7 @@ describe('PostgreSQL faults: the worker behind a fault proxy, every connection t
   }, 120_000);
 
   it('connection exhaustion: a lock holds every API connection; waiting requests answer 503 with Retry-After, never 500, and the API recovers', async () => {
-    const runId = await createRun(h, org.organizationToken, org.workspaceId, { 'auto-apply': false });
+    const runId = await createRun(h, org.organizationToken, takeWorkspace(), { 'auto-apply': false });
     await expectAllComplete([runId]);
     const before = await statusesOf(h, [runId]);
     const lockHeldMs = 7_000;

@@ -86,21 +86,23 @@ interface LoadResult {
 async function createRunsThroughProcess(
   apiProcess: ApiProcess,
   token: string,
-  workspaceId: string,
+  workspaceIds: readonly string[],
   total: number,
   concurrency: number,
   onProgress: (answered: number) => void,
 ): Promise<LoadResult> {
   const result: LoadResult = { created: [], noAnswer: 0, refused: 0, statusClasses: {}, unexpected: [] };
   let claimed = 0;
-  const body = JSON.stringify({
-    data: {
-      type: 'runs',
-      attributes: { message: 'acceptance load', 'auto-apply': true },
-      relationships: { workspace: { data: { type: 'workspaces', id: workspaceId } } },
-    },
-  });
-  const createOne = async (): Promise<CreateOutcome> => {
+  // Over the workload's workspaces in turn: one run at a time holds a workspace (the run queue).
+  const bodyOf = (index: number): string =>
+    JSON.stringify({
+      data: {
+        type: 'runs',
+        attributes: { message: 'acceptance load', 'auto-apply': true },
+        relationships: { workspace: { data: { type: 'workspaces', id: workspaceIds[index % workspaceIds.length] } } },
+      },
+    });
+  const createOne = async (body: string): Promise<CreateOutcome> => {
     try {
       const res = await fetch(`${apiProcess.baseUrl}/api/v2/runs`, {
         method: 'POST',
@@ -129,8 +131,9 @@ async function createRunsThroughProcess(
   const lane = async (): Promise<void> => {
     while (claimed < total) {
       claimed += 1;
+      const body = bodyOf(claimed);
       for (;;) {
-        const outcome = await createOne();
+        const outcome = await createOne(body);
         if (outcome === 'created') break;
         result[outcome] += 1;
         await eventually(async () => ((await probe(`${apiProcess.baseUrl}/api/v2/ping`)).status === 204 ? true : undefined), 60_000, 50);
@@ -154,7 +157,9 @@ describe('process faults: kill -9 and SIGSTOP of workers and kill -9 of the API 
     const h = await harness({ TASK_PROGRESS_TIMEOUT_SECONDS: '120' });
     // Acknowledgements take 200 ms, so a killed or frozen worker has POSTs in flight. The task server still calls
     // back, so such a result usually ends without a re-dispatch; any re-dispatch must carry the same result id.
-    const { fixture, servers, hmacKeys } = await setUpWorkload(h, 'acceptance', 'slow:200', TASKS_PER_RUN, { timeoutMs: 60_000 });
+    const { fixture, servers, hmacKeys, workspaceIds } = await setUpWorkload(h, 'acceptance', 'slow:200', TASKS_PER_RUN, {
+      timeoutMs: 60_000,
+    });
     // Two API replicas in their own processes: creates go to one that is killed (a create in flight is what a
     // dying API can lose); callbacks and plan reads go to the other, as a load balancer would send them.
     const apiAdminToken = randomAdminToken();
@@ -276,14 +281,7 @@ describe('process faults: kill -9 and SIGSTOP of workers and kill -9 of the API 
     ]).then(() => Promise.all(holds));
     injecting.catch(() => undefined);
 
-    const load = await createRunsThroughProcess(
-      apiProcess,
-      fixture.organizationToken,
-      fixture.workspaceId,
-      RUNS,
-      CREATE_CONCURRENCY,
-      onProgress,
-    );
+    const load = await createRunsThroughProcess(apiProcess, fixture.organizationToken, workspaceIds, RUNS, CREATE_CONCURRENCY, onProgress);
     await injecting;
     const loadAndFaultsMs = Date.now() - testStarted;
 

@@ -24,7 +24,7 @@ import {
   type RunTaskServer,
   type RunTaskServerOptions,
 } from '../../examples/run-task-server/server.ts';
-import { api, eventually, seedOrganization, type Fixture } from './fixtures.ts';
+import { api, createWorkspace, eventually, seedOrganization, type Fixture } from './fixtures.ts';
 import { startHarness, TEST_SECRET_KEY, type Harness } from './harness.ts';
 import { checkInvariants } from './invariants.ts';
 import { freePort } from './processes.ts';
@@ -223,7 +223,20 @@ export interface Workload {
   fixture: Fixture;
   servers: RunTaskServer[];
   hmacKeys: string[];
+  /** Every workspace with the tasks attached (the fixture's first): loads spread their runs over them. */
+  workspaceIds: string[];
 }
+
+/**
+ * Workspaces a workload spreads its runs over. One run at a time holds a workspace (the run queue), so
+ * a load on a single workspace would run one run after the other; spread, runs go side by side.
+ */
+export const WORKLOAD_WORKSPACES = 40;
+const workloadWorkspaces = new WeakMap<Fixture, string[]>();
+/** Where a fixture's next run goes: loads go on round the workspaces from one call to the next, so a burst finds the workspaces the last one used least recently. */
+const workloadCursors = new WeakMap<Fixture, number>();
+/** The workspaces of a workload's fixture (the fixture's own workspace alone for any other fixture). */
+export const workspacesOf = (fixture: Fixture): string[] => workloadWorkspaces.get(fixture) ?? [fixture.workspaceId];
 
 /** An organization, `tasks` example task servers in `mode` and their tasks, attached to the workspace as mandatory post_plan. */
 export async function setUpWorkload(
@@ -232,10 +245,14 @@ export async function setUpWorkload(
   mode: RunTaskMode,
   tasks = TASKS_PER_RUN,
   serverOptions: Pick<RunTaskServerOptions, 'timeoutMs' | 'retries'> = {},
+  workspaces = WORKLOAD_WORKSPACES,
 ): Promise<Workload> {
   const fixture = await seedOrganization(h, name);
   const servers: RunTaskServer[] = [];
   const hmacKeys: string[] = [];
+  const workspaceIds = [fixture.workspaceId];
+  for (let index = 1; index < workspaces; index += 1)
+    workspaceIds.push(await createWorkspace(h, fixture.organization, fixture.organizationToken, `${name}-ws-${index}`));
   for (let i = 0; i < tasks; i += 1) {
     const hmacKey = `hmac-${name}-${i}-${randomAlphanumeric(24)}`;
     const server = await startRunTaskServer({ hmacKey, mode, result: 'passed', ...serverOptions });
@@ -246,31 +263,38 @@ export async function setUpWorkload(
       data: { type: 'tasks', attributes: { name: `${name}-task-${i}`, url: server.url, category: 'task', 'hmac-key': hmacKey } },
     });
     expect(task.status).toBe(201);
-    const association = await api(h, 'post', `/workspaces/${fixture.workspaceId}/tasks`, fixture.organizationToken, {
-      data: {
-        type: 'workspace-tasks',
-        attributes: { 'enforcement-level': 'mandatory', stages: ['post_plan'] },
-        relationships: { task: { data: { type: 'tasks', id: task.body.data.id as string } } },
-      },
-    });
-    expect(association.status).toBe(201);
+    for (const workspaceId of workspaceIds) {
+      const association = await api(h, 'post', `/workspaces/${workspaceId}/tasks`, fixture.organizationToken, {
+        data: {
+          type: 'workspace-tasks',
+          attributes: { 'enforcement-level': 'mandatory', stages: ['post_plan'] },
+          relationships: { task: { data: { type: 'tasks', id: task.body.data.id as string } } },
+        },
+      });
+      expect(association.status).toBe(201);
+    }
   }
-  return { fixture, servers, hmacKeys };
+  workloadWorkspaces.set(fixture, workspaceIds);
+  return { fixture, servers, hmacKeys, workspaceIds };
 }
 
-/** Creates `count` auto-apply runs, `concurrency` at a time; every answer must be 201. Returns the latencies. */
+/** Creates `count` auto-apply runs over the fixture's workspaces in turn, `concurrency` at a time; every answer must be 201. Returns the latencies. */
 export async function createRuns(h: Harness, fixture: Fixture, count: number, concurrency: number, into: string[]): Promise<number[]> {
   const latencies: number[] = [];
+  const workspaceIds = workspacesOf(fixture);
   let next = 0;
   const lane = async (): Promise<void> => {
     while (next < count) {
+      const cursor = workloadCursors.get(fixture) ?? 0;
+      workloadCursors.set(fixture, cursor + 1);
+      const workspaceId = workspaceIds[cursor % workspaceIds.length];
       next += 1;
       const started = performance.now();
       const res = await api(h, 'post', '/runs', fixture.organizationToken, {
         data: {
           type: 'runs',
           attributes: { message: `crash load ${into.length}`, 'auto-apply': true },
-          relationships: { workspace: { data: { type: 'workspaces', id: fixture.workspaceId } } },
+          relationships: { workspace: { data: { type: 'workspaces', id: workspaceId } } },
         },
       });
       latencies.push(performance.now() - started);

@@ -16,6 +16,7 @@ import {
   type TaskStageStatus,
 } from '@runtasks/shared/domain';
 import type { Redis } from 'ioredis';
+import { queueViolations } from './queue-invariants.ts';
 
 /**
  * The "nothing lost" invariants, as SQL over the database (and, optionally, a scan of BullMQ's keys in
@@ -30,6 +31,7 @@ import type { Redis } from 'ioredis';
  * - INV-6 timestamps: the current status has its timestamp, each set once, in order, after creation.
  * - INV-7 outbox: no event stays unpublished past the grace.
  * - INV-10 secrets: no token or HMAC key in what BullMQ keeps in Redis.
+ * - INV-12 run queue: one holder per workspace at most; a waiting run started nothing and waits behind something (queue-invariants.ts).
  *
  * INV-9 (deliveries signed and for one result each) and INV-11 (no 5xx but 503, no unplanned exit)
  * are checked over the task servers' ledgers and the processes in test/support/cluster.ts.
@@ -68,6 +70,8 @@ export interface InvariantCounts {
   awaitingDecision: number;
   awaitingConfirmation: number;
   waitingOnTasks: number;
+  /** Runs waiting `pending` in their workspace's queue (INV-12 checks them). */
+  waitingInQueue: number;
   moving: number;
   stages: number;
   results: number;
@@ -95,6 +99,7 @@ interface RunRow {
   status_timestamps: Record<string, string>;
   created_ms: string | number;
   idle_seconds: string | number;
+  queue_state: string | null;
 }
 interface StageRow {
   id: string;
@@ -255,6 +260,7 @@ export async function checkInvariants(source: InvariantSource, options: Invarian
     awaitingDecision: 0,
     awaitingConfirmation: 0,
     waitingOnTasks: 0,
+    waitingInQueue: 0,
     moving: 0,
     stages: 0,
     results: 0,
@@ -316,7 +322,7 @@ export async function checkInvariants(source: InvariantSource, options: Invarian
       `select r.id, r.status, r.plan_only, r.auto_apply, o.task_overrides_enabled as overrides_enabled,
               (o.edition = 'standard' and o.global_run_tasks_enabled) as global_entitled, r.workspace_id, r.organization_id,
               r.status_timestamps, ${epochMs('r.created_at')} as created_ms,
-              extract(epoch from now() - r.updated_at)::float8 as idle_seconds
+              extract(epoch from now() - r.updated_at)::float8 as idle_seconds, r.queue_state
          from runs r join organizations o on o.id = r.organization_id order by r.created_at, r.id`,
     )
   ).filter((run) => !wanted || wanted.has(run.id));
@@ -495,7 +501,10 @@ export async function checkInvariants(source: InvariantSource, options: Invarian
     counts.openResults += open.length;
     const stageOf = (result: ResultRow): StageRow | undefined => stages.find((stage) => stage.id === result.task_stage_id);
     const isFinal = step.kind === 'wait' && FINAL_RUN_STATUSES.has(run.status);
-    if (isFinal) {
+    if (run.queue_state === 'queued' && run.status === 'pending') {
+      // INV-12 (queue-invariants.ts) judges it: it may not move until admitted.
+      counts.waitingInQueue += 1;
+    } else if (isFinal) {
       counts.final += 1;
     } else if (step.kind === 'wait' && run.status.endsWith('_awaiting_decision')) {
       counts.awaitingDecision += 1;
@@ -539,6 +548,8 @@ export async function checkInvariants(source: InvariantSource, options: Invarian
       }
     }
   }
+
+  violations.push(...(await queueViolations(query, grace)));
 
   // INV-10: no secret in what BullMQ keeps in Redis.
   if (queue) {

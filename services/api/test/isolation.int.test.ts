@@ -151,6 +151,11 @@ const BODIES: Record<string, BodySpec> = {
   'POST /runs/:run_id/actions/cancel': runActionBody,
   'POST /runs/:run_id/actions/discard': runActionBody,
   'POST /configuration-versions/:configuration_version_id/actions/archive': finishReportBody,
+  'POST /runs/:run_id/actions/force-execute': finishReportBody,
+  'POST /runs/:run_id/actions/force-cancel': runActionBody,
+  'POST /workspaces/:workspace_id/actions/lock': { params: [], body: () => ({ reason: 'isolation' }) },
+  'POST /workspaces/:workspace_id/actions/unlock': finishReportBody,
+  'POST /workspaces/:workspace_id/actions/force-unlock': finishReportBody,
   'POST /organizations/:organization_name/tasks': {
     params: [],
     body: () => ({

@@ -36,14 +36,14 @@ const ORGANIZATION_OWNER = {
 
 const WORKSPACE_ADMIN = {
   'can-destroy': true,
-  'can-force-unlock': false,
-  'can-lock': false,
+  'can-force-unlock': true,
+  'can-lock': true,
   'can-manage-run-tasks': true,
   'can-queue-apply': true,
   'can-queue-destroy': true,
   'can-queue-run': true,
   'can-read-settings': true,
-  'can-unlock': false,
+  'can-unlock': true,
   'can-update': true,
   'can-update-variable': false,
   'can-force-delete': true,
@@ -53,8 +53,11 @@ const WORKSPACE_PLAN = {
   ...WORKSPACE_ADMIN,
   'can-destroy': false,
   'can-force-delete': false,
+  'can-force-unlock': false,
+  'can-lock': false,
   'can-manage-run-tasks': false,
   'can-queue-apply': false,
+  'can-unlock': false,
   'can-update': false,
 };
 
@@ -64,8 +67,8 @@ const runPermissions = (mayApply: boolean) => ({
   'can-apply': mayApply,
   'can-cancel': mayApply,
   'can-discard': mayApply,
-  'can-force-cancel': false,
-  'can-force-execute': false,
+  'can-force-cancel': mayApply,
+  'can-force-execute': mayApply,
 });
 
 const permissionsOf = (res: Response): unknown => {
@@ -191,6 +194,8 @@ describe('permissions', () => {
         ...WORKSPACE_PLAN,
         'can-manage-run-tasks': true,
         'can-queue-apply': true,
+        'can-lock': true,
+        'can-unlock': true,
       });
       expect((await api(h, 'get', `/workspaces/${workspaceId}/tasks`, token)).status).toBe(200);
       expect((await api(h, 'get', `/workspaces/${acme.workspaceId}/tasks`, planTeamToken)).status).toBe(404);

@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CALLBACK_TOKEN_PREFIX, nativePool } from '@runtasks/shared';
 import type { StartedResult } from '../src/engine/advance-run.ts';
 import { tokenOf } from '../src/engine/dispatch.ts';
-import { createRun } from '../../../test/support/fixtures.ts';
 import { startAdvanceFixture, type AdvanceFixture } from './support/advance-fixture.ts';
 
 interface TokenColumns {
@@ -49,7 +48,7 @@ describe('access tokens of task results', () => {
   };
 
   it('are issued when the run is planned, and starting a result keeps its token', async () => {
-    const runId = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    const runId = await fx.createRun();
     const planned = await resultsOf(runId);
     expect(planned.map((row) => row.status)).toEqual(['pending', 'pending']);
     for (const row of planned) {
@@ -64,7 +63,7 @@ describe('access tokens of task results', () => {
   });
 
   it('are issued when a result planned without one starts', async () => {
-    const runId = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    const runId = await fx.createRun();
     await (
       await nativePool(fx.orm.em)
     ).query(

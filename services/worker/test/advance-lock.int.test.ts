@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { nativePool } from '@runtasks/shared';
-import { createRun, eventually } from '../../../test/support/fixtures.ts';
+import { eventually } from '../../../test/support/fixtures.ts';
 import type { RunExecutor } from '../src/engine/executor.ts';
 import { startAdvanceFixture, type AdvanceFixture } from './support/advance-fixture.ts';
 
@@ -44,12 +44,12 @@ describe("an advance whose write waited for the run's lock", () => {
 
   it('reads the stages again and starts nothing twice', async () => {
     // What one advance alone leaves: the oracle.
-    const alone = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    const alone = await fx.createRun();
     expect(await fx.advance(alone)).toHaveLength(2);
     const expected = await versionsOf(alone);
     expect(expected.results.filter((result) => result.status === 'running')).toHaveLength(2);
 
-    const raced = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    const raced = await fx.createRun();
     const pool = await nativePool(fx.orm.em);
     const holder = await pool.connect();
     try {
@@ -75,7 +75,7 @@ describe("an advance whose write waited for the run's lock", () => {
   });
 
   it('writes nothing where an action moved the run between its read and its write, and reads it again', async () => {
-    const runId = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    const runId = await fx.createRun();
     const pool = await nativePool(fx.orm.em);
     const holder = await pool.connect();
     let advance: Promise<unknown[]> | undefined;
@@ -115,7 +115,7 @@ describe("an advance whose write waited for the run's lock", () => {
   });
 
   it('gives up after five reads where the run moved under every write, having written nothing, for the job to retry', async () => {
-    const runId = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    const runId = await fx.createRun();
     const before = await versionsOf(runId);
     expect(before.run).toEqual({ status: 'pending', version: 1 });
     const pool = await nativePool(fx.orm.em);
@@ -145,7 +145,7 @@ describe("an advance whose write waited for the run's lock", () => {
   });
 
   it('ends the unstarted stages of a run that ended, without moving the run', async () => {
-    const runId = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    const runId = await fx.createRun();
     const pool = await nativePool(fx.orm.em);
     // A run that ended with stages left pending (as no path of ours leaves it: every end takes them with it).
     await pool.query(`update runs set status = 'errored', version = version + 1 where id = $1`, [runId]);

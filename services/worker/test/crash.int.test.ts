@@ -206,7 +206,7 @@ describe('crash tests: nothing is lost when processes and backing services die',
     });
     expect(serverErrorsBut503(statuses)).toEqual({});
     expect(fleet.unexpectedExits).toEqual([]);
-  }, 150_000);
+  }, 210_000);
 
   it('Redis killed mid-load and restarted empty: the outbox relay and the sweeper re-drive every run', async () => {
     const testStarted = Date.now();

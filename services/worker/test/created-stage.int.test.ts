@@ -41,7 +41,7 @@ describe('the first attempts of a stage started as its run was created', () => {
     ).rows;
 
   it('are claimed once: a second claim (a duplicated job) finds nothing', async () => {
-    const stageId = await stageOf(await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId));
+    const stageId = await stageOf(await fx.createRun());
     expect((await resultsOf(stageId)).map((row) => [row.status, row.attempts])).toEqual([
       ['running', 0],
       ['running', 0],
@@ -58,7 +58,7 @@ describe('the first attempts of a stage started as its run was created', () => {
   });
 
   it("share each first attempt with the sweeper's re-drive: whichever claims it first delivers it", async () => {
-    const stageId = await stageOf(await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId));
+    const stageId = await stageOf(await fx.createRun());
     // The run's job is late: the sweeper finds both results due (no grace here) and re-drives them.
     const { resultIds } = await sweep(fx.orm.em.fork(), 0);
     const due = (await resultsOf(stageId)).map((row) => row.id);
@@ -74,7 +74,7 @@ describe('the first attempts of a stage started as its run was created', () => {
   });
 
   it('are never claimed once the run was canceled', async () => {
-    const runId = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    const runId = await fx.createRun();
     const stageId = await stageOf(runId);
     expect((await api(fx.h, 'post', `/runs/${runId}/actions/cancel`, fx.f.organizationToken)).status).toBe(202);
     expect(await claimStartedAtCreation(fx.orm.em.fork(), stageId)).toEqual([]);

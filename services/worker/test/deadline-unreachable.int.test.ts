@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { nativePool } from '@runtasks/shared';
-import { createRun } from '../../../test/support/fixtures.ts';
 import { expireResults, sweep } from '../src/engine/sweeper.ts';
 import { startAdvanceFixture, type AdvanceFixture } from './support/advance-fixture.ts';
 
@@ -23,7 +22,7 @@ describe('a result that reaches its deadline undelivered', () => {
 
   /** A run in its pre_plan stage (started at creation) with its two results, past their progress deadline. */
   async function overdueRun(): Promise<{ runId: string; stageId: string; results: [string, string] }> {
-    const runId = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    const runId = await fx.createRun();
     const rows = await query<{ id: string; task_stage_id: string }>(
       `select tr.id, tr.task_stage_id from task_results tr join task_stages ts on ts.id = tr.task_stage_id where ts.run_id = $1 order by tr.id`,
       [runId],

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { issueCallbackToken, nativePool, resultDeadlines, type RunStage } from '@runtasks/shared';
 import { expectError, expectNotFound, uniqueName } from '../../../test/support/assertions.ts';
 import {
@@ -42,6 +42,21 @@ describe('local execution: runs that wait for their pipeline to report plan and 
   let localWorkspaceId: string;
   let readerToken: string;
   let plannerToken: string;
+
+  // One run at a time holds a workspace (the run queue), and these runs wait for their pipeline or for a
+  // confirmation: each test starts with the shared workspaces free. Newest first, so no run is admitted
+  // while this ends them.
+  beforeEach(async () => {
+    if (!localWorkspaceId) return;
+    for (const workspaceId of [localWorkspaceId, f.workspaceId]) {
+      const listed = await api(h, 'get', `/workspaces/${workspaceId}/runs?page%5Bsize%5D=100`, f.organizationToken);
+      for (const run of listed.body.data as { id: string; attributes: { actions: Record<string, boolean> } }[]) {
+        const { actions } = run.attributes;
+        const action = actions['is-discardable'] ? 'discard' : actions['is-cancelable'] ? 'cancel' : undefined;
+        if (action) expect((await api(h, 'post', `/runs/${run.id}/actions/${action}`, f.organizationToken)).status).toBe(202);
+      }
+    }
+  });
 
   beforeAll(async () => {
     h = await startHarness({

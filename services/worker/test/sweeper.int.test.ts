@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { nativePool } from '@runtasks/shared';
-import { createRun } from '../../../test/support/fixtures.ts';
 import { sweep, type IdleRunCursor } from '../src/engine/sweeper.ts';
 import { startAdvanceFixture, type AdvanceFixture } from './support/advance-fixture.ts';
 
@@ -26,7 +25,7 @@ describe("the sweeper's look at idle runs", () => {
 
   /** A run in its pre_plan stage whose two results were delivered and acknowledged: it waits for their verdicts. */
   const waitingRun = async (idleMinutes: number): Promise<string> => {
-    const runId = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    const runId = await fx.createRun();
     await sql(
       `update task_results set attempts = 1, acknowledged_at = now(), next_attempt_at = null
         where task_stage_id in (select id from task_stages where run_id = $1)`,
@@ -38,7 +37,7 @@ describe("the sweeper's look at idle runs", () => {
 
   /** A run whose results all passed, and whose wake-up (the outbox event's job) was lost: it may move. */
   const leftBehindRun = async (idleMinutes: number): Promise<string> => {
-    const runId = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    const runId = await fx.createRun();
     await sql(`update task_results set status = 'passed' where task_stage_id in (select id from task_stages where run_id = $1)`, [runId]);
     await idleSince(runId, idleMinutes);
     return runId;
@@ -74,7 +73,7 @@ describe("the sweeper's look at idle runs", () => {
   });
 
   it('re-drives an overdue delivery that may still be attempted, never one past its last attempt', async () => {
-    const runId = await createRun(fx.h, fx.f.organizationToken, fx.f.workspaceId);
+    const runId = await fx.createRun();
     // Both leased long ago by a worker that died: one at its first attempt of three, one at its last.
     const { rows } = await (
       await nativePool(fx.orm.em)

@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { startRunTaskServer, type RunTaskServer } from '../../../examples/run-task-server/server.ts';
-import { api, createRun, eventually, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
+import { api, createRun, createWorkspace, eventually, seedOrganization, uniqueName, type Fixture } from '../../../test/support/fixtures.ts';
 import { startHarness, TEST_SECRET_KEY, type Harness } from '../../../test/support/harness.ts';
 import { freePort, PrivateRedis, probe, readiness } from '../../../test/support/processes.ts';
 
@@ -159,19 +159,25 @@ describe('the worker process', () => {
       data: { type: 'tasks', attributes: { name: 'slow-task', url: `${server.url}/run-task`, category: 'task' } },
     });
     expect(task.status).toBe(201);
-    const attached = await api(h, 'post', `/workspaces/${org.workspaceId}/tasks`, org.organizationToken, {
-      data: {
-        type: 'workspace-tasks',
-        attributes: { 'enforcement-level': 'mandatory', stages: ['post_plan'] },
-        relationships: { task: { data: { type: 'tasks', id: task.body.data.id } } },
-      },
-    });
-    expect(attached.status).toBe(201);
+    // A workspace per run: a run waiting for confirmation holds its workspace (the run queue), and these all wait.
+    const workspaceIds: string[] = [];
+    for (let index = 0; index < RUNS; index += 1) {
+      const workspaceId =
+        index === 0 ? org.workspaceId : await createWorkspace(h, org.organization, org.organizationToken, uniqueName('sigterm-ws'));
+      const attached = await api(h, 'post', `/workspaces/${workspaceId}/tasks`, org.organizationToken, {
+        data: {
+          type: 'workspace-tasks',
+          attributes: { 'enforcement-level': 'mandatory', stages: ['post_plan'] },
+          relationships: { task: { data: { type: 'tasks', id: task.body.data.id } } },
+        },
+      });
+      expect(attached.status).toBe(201);
+      workspaceIds.push(workspaceId);
+    }
 
     const first = await spawnWorker({ WORKER_CONCURRENCY: '8' });
     const runIds: string[] = [];
-    for (let index = 0; index < RUNS; index += 1)
-      runIds.push(await createRun(h, org.organizationToken, org.workspaceId, { 'auto-apply': false }));
+    for (const workspaceId of workspaceIds) runIds.push(await createRun(h, org.organizationToken, workspaceId, { 'auto-apply': false }));
 
     // Under load: jobs are active, among them deliveries the task server has not answered yet.
     const runRequests = () => server.requests.filter((request) => !request.verification);

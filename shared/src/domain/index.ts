@@ -14,3 +14,4 @@ export * from './embedding.ts';
 export * from './run-options.ts';
 export * from './organization-settings.ts';
 export * from './team-access.ts';
+export * from './run-queue.ts';

@@ -142,7 +142,7 @@ describe('workspaceRights', () => {
 });
 
 describe('workspacePermissions', () => {
-  const always = { 'can-force-unlock': false, 'can-lock': false, 'can-unlock': false, 'can-update-variable': false };
+  const always = { 'can-update-variable': false };
   it.each<[WorkspaceRights, Record<string, boolean>]>([
     [
       { manage: true, runs: 'apply', runTasks: true },
@@ -155,6 +155,9 @@ describe('workspacePermissions', () => {
         'can-queue-run': true,
         'can-read-settings': true,
         'can-update': true,
+        'can-lock': true,
+        'can-unlock': true,
+        'can-force-unlock': true,
       },
     ],
     [
@@ -168,6 +171,9 @@ describe('workspacePermissions', () => {
         'can-queue-run': true,
         'can-read-settings': true,
         'can-update': false,
+        'can-lock': true,
+        'can-unlock': true,
+        'can-force-unlock': false,
       },
     ],
     [
@@ -181,6 +187,9 @@ describe('workspacePermissions', () => {
         'can-queue-run': true,
         'can-read-settings': true,
         'can-update': false,
+        'can-lock': false,
+        'can-unlock': false,
+        'can-force-unlock': false,
       },
     ],
     [
@@ -194,6 +203,9 @@ describe('workspacePermissions', () => {
         'can-queue-run': false,
         'can-read-settings': true,
         'can-update': false,
+        'can-lock': false,
+        'can-unlock': false,
+        'can-force-unlock': false,
       },
     ],
   ])('%j', (rights, expected) => {
@@ -207,8 +219,8 @@ describe('runPermissions and teamPermissions', () => {
       'can-apply': mayApply,
       'can-cancel': mayApply,
       'can-discard': mayApply,
-      'can-force-cancel': false,
-      'can-force-execute': false,
+      'can-force-cancel': mayApply,
+      'can-force-execute': mayApply,
     });
   });
 

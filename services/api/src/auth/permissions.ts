@@ -69,15 +69,15 @@ export function workspacePermissions(rights: WorkspaceRights): Permissions {
   const mayQueue = rights.runs === 'plan' || rights.runs === 'apply';
   return {
     'can-destroy': rights.manage,
-    // There is no workspace locking here (yet): nothing to lock, unlock or force-unlock.
-    'can-force-unlock': false,
-    'can-lock': false,
+    // Locking and unlocking take the "apply" runs permission (a lock stops runs); force-unlock takes managing the workspace.
+    'can-force-unlock': rights.manage,
+    'can-lock': rights.runs === 'apply',
     'can-manage-run-tasks': rights.runTasks,
     'can-queue-apply': rights.runs === 'apply',
     'can-queue-destroy': mayQueue,
     'can-queue-run': mayQueue,
     'can-read-settings': rights.runs !== null,
-    'can-unlock': false,
+    'can-unlock': rights.runs === 'apply',
     'can-update': rights.manage,
     // No variables here.
     'can-update-variable': false,
@@ -86,14 +86,14 @@ export function workspacePermissions(rights: WorkspaceRights): Permissions {
   };
 }
 
-/** Apply, cancel and discard all take the "apply" runs permission; there is no force-cancel or force-execute. */
+/** Apply, cancel, discard, force-cancel and force-execute all take the "apply" runs permission. */
 export function runPermissions(mayApply: boolean): Permissions {
   return {
     'can-apply': mayApply,
     'can-cancel': mayApply,
     'can-discard': mayApply,
-    'can-force-cancel': false,
-    'can-force-execute': false,
+    'can-force-cancel': mayApply,
+    'can-force-execute': mayApply,
   };
 }
 

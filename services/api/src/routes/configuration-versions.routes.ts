@@ -1,7 +1,8 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { ApiError, conflict, notFound } from '@runtasks/shared/errors';
-import { newId } from '@runtasks/shared/domain';
+import { newId, queueStateAtCreation } from '@runtasks/shared/domain';
 import { ConfigurationVersion, DB_NOW_ISO, inTransaction, resultDeadlines, nativePool, numbered, Run } from '@runtasks/shared/db';
+import { admitAfterChange } from '@runtasks/shared/engine';
 import { generateToken, isPlausibleToken, issueCallbackToken } from '@runtasks/shared/security';
 import { z } from 'zod';
 import { workspaceScope, type WorkspaceNeed } from '../auth/scopes.ts';
@@ -119,6 +120,8 @@ async function upload(ctx: ApiContext): Promise<void> {
         configurationVersionId: version.id,
         createdBy: null,
         options: { source: 'tfe-configuration-version', terraformVersion: version.workspace.terraformVersion },
+        // Inside the upload's transaction: it waits in the queue, and is admitted once that has committed.
+        queue: queueStateAtCreation({ planOnly: version.speculative }, { busy: true }),
       },
       (resultId) => issueCallbackToken(ctx.deps.secrets, resultId),
       resultDeadlines(ctx.deps.config),
@@ -126,6 +129,7 @@ async function upload(ctx: ApiContext): Promise<void> {
   });
   // Committed: the auto-queued run's job goes to the workers now, as a created run's does.
   if (queued) ctx.deps.ops?.publishRunCreated?.(queued);
+  if (queued) await admitAfterChange(await nativePool(em), version.workspace.id, version.speculative ? null : 'queued');
   if (!check.ok) throw new ApiError(check.status, 'invalid archive', check.detail);
   respond(ctx, 200);
 }

@@ -15,6 +15,7 @@ import { teamWorkspaceRoutes } from './team-workspaces.routes.ts';
 import { teamRoutes } from './teams.routes.ts';
 import { tokenRoutes } from './tokens.routes.ts';
 import { workspaceRoutes } from './workspaces.routes.ts';
+import { workspaceLockRoutes } from './workspace-lock.routes.ts';
 
 /** Every API route. The isolation test walks this table, so a new route is covered automatically. */
 export const ROUTES: readonly RouteDef[] = [
@@ -34,4 +35,5 @@ export const ROUTES: readonly RouteDef[] = [
   ...configurationVersionRoutes,
   ...adminRoutes,
   ...adminOrganizationRoutes,
+  ...workspaceLockRoutes,
 ];

@@ -1,6 +1,7 @@
 import { invalidAttribute, notFound } from '@runtasks/shared/errors';
-import { type ExecutionMode, type RunAction } from '@runtasks/shared/domain';
+import { queueStateAtCreation, type ExecutionMode, type RunAction } from '@runtasks/shared/domain';
 import { ConfigurationVersion, resultDeadlines, plannableTasksUnion, prepared, runPrepared, type TaskRow } from '@runtasks/shared/db';
+import { admitAfterChange, createInQueue, queueBusySql } from '@runtasks/shared/engine';
 import { issueCallbackToken } from '@runtasks/shared/security';
 import { z } from 'zod';
 import { actorId } from '../auth/actor.ts';
@@ -94,7 +95,7 @@ async function uploadedConfigurationVersion(
 const PLANNABLE_WORKSPACE = prepared(
   'plannable-workspace',
   `select w.id as workspace_id, w.organization_id, w.auto_apply, w.execution_mode, w.terraform_version, entitlement.global_entitled,
-          ${workspaceAccessSql(WORKSPACE_ROW, 2, 3, 'runs:apply')} as may_apply,
+          ${workspaceAccessSql(WORKSPACE_ROW, 2, 3, 'runs:apply')} as may_apply, ${queueBusySql('w')} as queue_busy,
           t.task_id, t.workspace_task_id, t.name, t.url, t.hmac_key_encrypted, t.enabled, t.enforcement_level, t.stages
      from workspaces w join organizations o on o.id = w.organization_id
     cross join lateral (select o.edition = 'standard' and o.global_run_tasks_enabled as global_entitled) entitlement
@@ -111,13 +112,14 @@ type PlannableWorkspaceRow = {
   terraform_version: string;
   global_entitled: boolean;
   may_apply: boolean;
+  queue_busy: boolean;
 } & (TaskRow | { [K in keyof TaskRow]: null });
 
 /** The workspace a run is created in, as the caller may plan in it; `mayApply`: whether the caller may apply there too. */
 async function plannableWorkspace(
   ctx: ApiContext,
   workspaceId: string,
-): Promise<RunPlace & { autoApply: boolean; mayApply: boolean; terraformVersion: string; tasks: TaskRow[] }> {
+): Promise<RunPlace & { autoApply: boolean; mayApply: boolean; busy: boolean; terraformVersion: string; tasks: TaskRow[] }> {
   const rows = await runPrepared<PlannableWorkspaceRow>(await poolOf(ctx), PLANNABLE_WORKSPACE, [
     workspaceId,
     ...readableWorkspaceParams(ctx.state.principal),
@@ -132,6 +134,7 @@ async function plannableWorkspace(
     autoApply: first.auto_apply,
     terraformVersion: first.terraform_version,
     mayApply: first.may_apply,
+    busy: first.queue_busy,
     tasks: rows.filter((row): row is PlannableWorkspaceRow & TaskRow => row.task_id !== null),
   };
 }
@@ -160,14 +163,20 @@ async function create(ctx: ApiContext): Promise<void> {
     createdBy: actorId(ctx.state.principal),
     options: runOptionsFrom(attributes, { planOnly, isDestroy, workspaceTerraformVersion: place.terraformVersion }),
   };
-  const { run, stageIds, job } = await createRun(
-    await poolOf(ctx),
-    place,
-    input,
-    place.tasks,
-    (resultId) => issueCallbackToken(ctx.deps.secrets, resultId),
-    resultDeadlines(ctx.deps.config),
+  const pool = await poolOf(ctx);
+  const { created, queue } = await createInQueue(queueStateAtCreation(input, place), (queue) =>
+    createRun(
+      pool,
+      place,
+      { ...input, queue },
+      place.tasks,
+      (resultId) => issueCallbackToken(ctx.deps.secrets, resultId),
+      resultDeadlines(ctx.deps.config),
+    ),
   );
+  const { run, stageIds, job } = created;
+  // A run created waiting may be next already (the holder ended meanwhile): admitted now, not at the sweeper's pass.
+  if (queue === 'queued') await admitAfterChange(pool, place.workspaceId, queue);
   // Committed: its job goes to the workers now, not on the relay's next poll (which publishes it too).
   ctx.deps.ops?.publishRunCreated?.(job);
   respond(ctx, 201, single(serializeRun(run, stageIds, runPermissions(place.mayApply))));

@@ -2,12 +2,13 @@ import type { FilterQuery } from '@mikro-orm/core';
 import { notFound } from '@runtasks/shared/errors';
 import { EXECUTION_MODES, newId } from '@runtasks/shared/domain';
 import { inLongTransaction, Workspace } from '@runtasks/shared/db';
+import { workspaceLockStates } from '@runtasks/shared/engine';
 import { z } from 'zod';
 import { workspacePermissions, workspaceRights, type WorkspaceGrant } from '../auth/permissions.ts';
 import type { Principal } from '../auth/principal.ts';
 import { workspaceGrants } from '../auth/workspace-grants.ts';
 import { canCreateWorkspaces, workspaceScope } from '../auth/scopes.ts';
-import type { ApiContext } from '../context.ts';
+import { poolOf, type ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { single, type Resource } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
@@ -59,12 +60,18 @@ async function serializeWorkspacesFor(ctx: ApiContext, workspaces: readonly Work
     principal,
     workspaces.map((workspace) => workspace.id),
   );
-  return workspaces.map((workspace) => serializeWorkspace(workspace, organizationName, permissionsOn(principal, workspace, grants)));
+  const locks = await workspaceLockStates(
+    await poolOf(ctx),
+    workspaces.map((workspace) => workspace.id),
+  );
+  return workspaces.map((workspace) =>
+    serializeWorkspace(workspace, organizationName, permissionsOn(principal, workspace, grants), locks.get(workspace.id)),
+  );
 }
 
-async function serializeWorkspaceFor(ctx: ApiContext, workspace: Workspace, organizationName: string): Promise<Resource> {
-  const grants = await workspaceGrants(ctx.state.em, ctx.state.principal, [workspace.id]);
-  return serializeWorkspace(workspace, organizationName, permissionsOn(ctx.state.principal, workspace, grants));
+export async function serializeWorkspaceFor(ctx: ApiContext, workspace: Workspace, organizationName: string): Promise<Resource> {
+  const [resource] = await serializeWorkspacesFor(ctx, [workspace], organizationName);
+  return resource as Resource;
 }
 
 const byId = (ctx: ApiContext): FilterQuery<Workspace> => ({ id: ctx.params['workspace_id'] ?? '' });

@@ -1,4 +1,4 @@
-import { planStatus, runActionSubject, runActionTarget } from '@runtasks/shared/domain';
+import { forceCancelAvailableAt, isForceCancelable, planStatus, runActionSubject, runActionTarget } from '@runtasks/shared/domain';
 import { type Run } from '@runtasks/shared/db';
 import type { Permissions } from '../auth/permissions.ts';
 import { selfLink, timestamp, toMany, toOne, type Resource } from '../http/jsonapi.ts';
@@ -43,11 +43,13 @@ export function serializeRun(run: RunView, taskStageIds: readonly string[], perm
       'has-changes': run.hasChanges && planStatus(run) === 'finished',
       'has-task-warnings': run.hasTaskWarnings,
       'created-at': timestamp(run.createdAt),
+      // A cool-off after a cancel (run-queue.ts): null for a run never canceled.
+      'force-cancel-available-at': forceCancelAvailableAt(run.statusTimestamps),
       actions: {
         'is-cancelable': runActionTarget('cancel', subject) !== null,
         'is-confirmable': runActionTarget('apply', subject) !== null,
         'is-discardable': runActionTarget('discard', subject) !== null,
-        'is-force-cancelable': false,
+        'is-force-cancelable': isForceCancelable(run),
       },
       ...runOptionAttributes(run),
       ...(permissions && { permissions }),

@@ -1,9 +1,14 @@
 import type { Workspace } from '@runtasks/shared/db';
+import { lockedBy, type LockState } from '@runtasks/shared/domain';
 import type { Permissions } from '../auth/permissions.ts';
 import { selfLink, timestamp, toOne, type Resource } from '../http/jsonapi.ts';
 
-/** `permissions` are the caller's (left out in included resources). */
-export function serializeWorkspace(workspace: Workspace, organizationName: string, permissions?: Permissions): Resource {
+/**
+ * `permissions` are the caller's (left out in included resources); `lock`, where known, gives `locked`
+ * and `locked-by` (a person's lock, or the run holding the workspace).
+ */
+export function serializeWorkspace(workspace: Workspace, organizationName: string, permissions?: Permissions, lock?: LockState): Resource {
+  const holder = lock && lockedBy(lock);
   return {
     id: workspace.id,
     type: 'workspaces',
@@ -17,8 +22,12 @@ export function serializeWorkspace(workspace: Workspace, organizationName: strin
       'created-at': timestamp(workspace.createdAt),
       'updated-at': timestamp(workspace.updatedAt),
       ...(permissions && { permissions }),
+      ...(lock && { locked: holder !== null }),
     },
-    relationships: { organization: toOne('organizations', organizationName) },
+    relationships: {
+      organization: toOne('organizations', organizationName),
+      ...(lock && { 'locked-by': toOne(holder?.type ?? 'runs', holder?.id ?? null) }),
+    },
     links: selfLink(`/organizations/${organizationName}/workspaces/${workspace.name}`),
   };
 }

@@ -30,6 +30,9 @@ import {
   runActionSubject,
   type RunCreatedJob,
   type TaskRow,
+  type QueueState,
+  admitAfterChange,
+  nativePool,
 } from '@runtasks/shared';
 import type { RunView } from '../serializers/run.serializer.ts';
 import { recordConfirmedBy } from './run-attributes.ts';
@@ -44,6 +47,8 @@ export interface CreateRunInput {
   createdBy: string | null;
   /** HCP's creation attributes the engine does not read (run-attributes.ts). */
   options?: RunOptions;
+  /** Its place in the workspace's queue (run-queue.ts `queueStateAtCreation`); none: outside the queue. */
+  queue?: QueueState | null;
 }
 
 /** The workspace a run is created in, as planning needs it. */
@@ -69,10 +74,10 @@ export interface RunPlace {
 const CREATE_RUN_SQL = `with run as (
     insert into runs (id, organization_id, workspace_id, plan_id, apply_id, execution_mode, has_changes, resource_additions, resource_changes,
                       resource_destructions, resource_imports, status, status_timestamps, message, is_destroy, plan_only, auto_apply,
-                      has_task_warnings, stages_planned, created_by, configuration_version_id, plan_json, options, version, created_at, updated_at)
+                      has_task_warnings, stages_planned, created_by, configuration_version_id, plan_json, options, version, queue_state, created_at, updated_at)
     select ?, ?, ?, ?, ?, ?::text, ?::boolean, ?::int, ?::int, ?::int, ?::int, ?::text,
            coalesce(jsonb_object_agg(key, ${DB_NOW_ISO}) filter (where key is not null), '{}'), ?, ?, ?, ?, false, true, ?, ?,
-           ?::jsonb, ?::jsonb, ?::int, now(), now()
+           ?::jsonb, ?::jsonb, ?::int, ?::text, now(), now()
       from (select ?::text as key) started
     returning created_at, status_timestamps),
   event as (
@@ -109,10 +114,14 @@ function runCreation(
   const planned = planRows(tasks, input);
   const stageIds = new Map(planned.stages.map((stage) => [stage.stage, stage.id]));
   // Overrides decide nothing before a stage has results to evaluate: the first step does not depend on them.
-  const started = stageStartedAtCreation(
-    { planOnly: input.planOnly, autoApply: input.autoApply, overridesEnabled: false },
-    planned.stages.map((stage) => stage.stage),
-  );
+  // A run waiting in its workspace's queue starts nothing: its first stage starts when it is admitted.
+  const started =
+    input.queue === 'queued'
+      ? undefined
+      : stageStartedAtCreation(
+          { planOnly: input.planOnly, autoApply: input.autoApply, overridesEnabled: false },
+          planned.stages.map((stage) => stage.stage),
+        );
   const startedStageId = started ? stageIds.get(started.stage) : undefined;
   const start = started && { stage: started.stage, ...deadlines };
   const status = started?.runStatus ?? 'pending';
@@ -139,6 +148,7 @@ function runCreation(
     JSON.stringify(input.options ?? {}),
     // Versions count transitions, as the advance moves them.
     started ? 2 : 1,
+    input.queue ?? null,
     started ? statusTimestampKey(started.runStatus) : null,
     JOBS.runCreated,
     id,
@@ -254,4 +264,5 @@ export async function applyRunAction(em: EntityManager, run: Run, action: RunAct
       [run.id],
     );
   });
+  if (action !== 'apply') await admitAfterChange(await nativePool(em), run.workspace.id, run.queueState);
 }

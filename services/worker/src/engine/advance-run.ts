@@ -26,6 +26,9 @@ import {
   type StageSnapshot,
   type TaskResultStatus,
   type TaskStageStatus,
+  admitAfterRelease,
+  waitsInQueue,
+  type QueueState,
 } from '@runtasks/shared';
 import type { Pool } from 'pg';
 import type { RunExecutor } from './executor.ts';
@@ -46,6 +49,8 @@ interface RunRow {
   overrides_enabled: boolean;
   execution_mode: ExecutionMode;
   has_changes: boolean;
+  /** The run's place in its workspace's queue (run-queue.ts): a `queued` pending run waits, and starts nothing. */
+  queue_state: QueueState | null;
   run_timestamps: Record<string, string>;
   /** The database's clock as it read the run: a local run's wait for its report is timed by it. */
   db_now: Date;
@@ -90,7 +95,7 @@ function runSnapshot(row: Omit<RunRow, 'id'>, localTimeoutSeconds: number): RunS
 }
 
 /** The run's columns every read the lifecycle decides from names (alias `r`). */
-const RUN_RULE_COLUMNS = `r.execution_mode, r.has_changes, r.status_timestamps as run_timestamps, now() as db_now`;
+const RUN_RULE_COLUMNS = `r.execution_mode, r.has_changes, r.queue_state, r.status_timestamps as run_timestamps, now() as db_now`;
 
 /**
  * `<status>-at` timestamps to add: each on the database clock (now(), the transaction's start, as every
@@ -205,6 +210,7 @@ export const RUNS_SNAPSHOT_SQL = `select ${SNAPSHOT_COLUMNS} from ${SNAPSHOT_FRO
 function waits(rows: readonly SnapshotRow[], localTimeoutSeconds: number): boolean {
   const [first] = rows;
   if (!first) return false;
+  if (waitsInQueue({ status: first.run_status, queueState: first.queue_state })) return true;
   const { stages, results } = groupStages(rows);
   if (ENDED.has(first.run_status) || (first.run_status === 'pending' && stages.length === 0)) return false;
   const snapshot = runSnapshot({ ...first, status: first.run_status }, localTimeoutSeconds);
@@ -289,6 +295,7 @@ export async function advanceRun(
     const rows = await runPrepared<ReadRow>(db, READ_RUN_WITH_STAGES, [runId]);
     const run = rows[0];
     if (!run) return [];
+    if (waitsInQueue({ status: run.status, queueState: run.queue_state })) return [];
     const { stages, results } = groupStages(rows);
     if (run.status === 'pending' && stages.length === 0 && !run.stages_planned && !repaired) {
       // Planned when the run was created (with no stages where its workspace had no tasks then); this is
@@ -472,6 +479,8 @@ async function decideAndWrite(
     params,
   );
   if (rows.length === 0) return undefined;
+  // Where this write released the workspace, the next run starts (best effort: the sweeper repairs a failed admission).
+  await admitAfterRelease(db, { workspaceId: run.workspace_id, queueState: run.queue_state, from: run.status, to: snapshot.status });
   if (startedResults.length === 0) return { started: [] };
   const runFields = dispatchRunFields(run);
   const stageNames = new Map(stages.map((stage) => [stage.id, stage.stage]));

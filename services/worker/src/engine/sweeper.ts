@@ -1,5 +1,12 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { DB_NOW_ISO, DELIVERY_ERROR_DESCRIPTIONS, nativePool, numbered, UNDELIVERABLE_ERROR_KINDS } from '@runtasks/shared';
+import {
+  admitStalledQueues,
+  DB_NOW_ISO,
+  DELIVERY_ERROR_DESCRIPTIONS,
+  nativePool,
+  numbered,
+  UNDELIVERABLE_ERROR_KINDS,
+} from '@runtasks/shared';
 import { runsThatMayMove } from './advance-run.ts';
 
 /** Where a look at idle runs goes on from: after this run (its `updated_at` as PostgreSQL's text, to the microsecond). */
@@ -168,6 +175,7 @@ async function idleRunsThatMayMove(
  * periodic pass ends expired results and re-drives whatever a lost job left behind.
  */
 export async function sweep(em: EntityManager, graceSeconds: number, options: SweepOptions = {}): Promise<SweepResult> {
+  await admitStalledQueues(await nativePool(em));
   const expired = await expireResults(em);
   const overdue = await em.execute<{ id: string; attempts: number }[]>(OVERDUE_DELIVERIES_SQL, [
     graceSeconds,

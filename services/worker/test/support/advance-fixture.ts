@@ -4,7 +4,15 @@ import type { Pool } from 'pg';
 import { advanceRun, type StartedResult } from '../../src/engine/advance-run.ts';
 import { ATTEMPT_LEASE_MS } from '../../src/engine/dispatch.ts';
 import { immediateExecutor, type RunExecutor } from '../../src/engine/executor.ts';
-import { attachTask, createTask, seedOrganization, type Fixture } from '../../../../test/support/fixtures.ts';
+import {
+  attachTask,
+  createRun,
+  createTask,
+  createWorkspace,
+  seedOrganization,
+  uniqueName,
+  type Fixture,
+} from '../../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../../test/support/harness.ts';
 import { startScriptedServer, type ScriptedServer } from '../../../../test/support/scripted-server.ts';
 
@@ -20,6 +28,11 @@ export interface AdvanceFixture {
   advance: (runId: string, executor?: RunExecutor) => Promise<StartedResult[]>;
   /** The advances' own pool (generic plans by index), as a worker's. */
   advancePool: Pool;
+  /**
+   * A run in a workspace of its own with the fixture's tasks: one run at a time holds a workspace (the
+   * run queue), so runs that must move side by side each get one.
+   */
+  createRun: (attributes?: Record<string, unknown>) => Promise<string>;
   close: () => Promise<void>;
 }
 
@@ -42,8 +55,14 @@ export async function startAdvanceFixture(name: string, stages: readonly RunStag
     // Creating a task sends it a verification request; the advances deliver nothing (their caller would).
     taskServer = await startScriptedServer((_delivery, res) => res.writeHead(200).end());
     const f = await seedOrganization(h, name);
-    for (let index = 0; index < 2; index += 1)
-      await attachTask(h, f, f.workspaceId, await createTask(h, f, taskServer.url), 'mandatory', [...stages]);
+    const taskIds: string[] = [];
+    for (let index = 0; index < 2; index += 1) taskIds.push(await createTask(h, f, taskServer.url));
+    for (const taskId of taskIds) await attachTask(h, f, f.workspaceId, taskId, 'mandatory', [...stages]);
+    const createRunAlone = async (attributes: Record<string, unknown> = {}): Promise<string> => {
+      const workspaceId = await createWorkspace(h, f.organization, f.organizationToken, uniqueName(`${name}-ws`));
+      for (const taskId of taskIds) await attachTask(h, f, workspaceId, taskId, 'mandatory', [...stages]);
+      return createRun(h, f.organizationToken, workspaceId, attributes);
+    };
     const em = orm.em;
     const advance = (runId: string, executor: RunExecutor = immediateExecutor): Promise<StartedResult[]> =>
       advanceRun(em.fork(), pool, runId, executor, {
@@ -51,7 +70,7 @@ export async function startAdvanceFixture(name: string, stages: readonly RunStag
         attemptLeaseSeconds: ATTEMPT_LEASE_MS / 1000,
         issueToken: (resultId) => issueCallbackToken(h.secrets, resultId),
       });
-    return { h, orm, f, advance, advancePool: pool, close };
+    return { h, orm, f, advance, advancePool: pool, createRun: createRunAlone, close };
   } catch (error) {
     await close();
     throw error;

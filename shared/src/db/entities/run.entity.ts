@@ -1,5 +1,6 @@
 import { defineEntity, p } from '@mikro-orm/core';
 import type { RunOptions } from '../../domain/run-options.ts';
+import type { QueueState } from '../../domain/run-queue.ts';
 import type { ExecutionMode, RunStatus } from '../../domain/statuses.ts';
 import { Organization } from './organization.entity.ts';
 import { Workspace } from './workspace.entity.ts';
@@ -15,6 +16,15 @@ const RunSchema = defineEntity({
     {
       name: 'runs_unfinished_idx',
       expression: `create index "runs_unfinished_idx" on "runs" ("updated_at") where "status" not in ('applied', 'post_apply_completed', 'planned_and_finished', 'discarded', 'errored', 'canceled')`,
+    },
+    // The workspace run queue (shared/src/domain/run-queue.ts): at most one holder per workspace, and the waiting runs in order.
+    {
+      name: 'runs_workspace_holder_idx',
+      expression: `create unique index "runs_workspace_holder_idx" on "runs" ("workspace_id") where "queue_state" = 'holding' and "status" not in ('applied', 'post_apply_running', 'post_apply_completed', 'planned_and_finished', 'discarded', 'errored', 'canceled')`,
+    },
+    {
+      name: 'runs_workspace_queued_idx',
+      expression: `create index "runs_workspace_queued_idx" on "runs" ("workspace_id", "created_at", "id") where "queue_state" = 'queued' and "status" = 'pending'`,
     },
   ],
   properties: {
@@ -48,6 +58,8 @@ const RunSchema = defineEntity({
     // Set when the run's task stages are planned (at its creation): a pending run without stages and
     // without this flag was created by an earlier version, and its first advance plans it (advance-run.ts).
     stagesPlanned: p.boolean().default(false),
+    // `queued` while the run waits for its workspace, `holding` once admitted; null outside the queue (plan-only, or older runs).
+    queueState: p.text().$type<QueueState>().nullable(),
     // Who created the run and who confirmed (applied) it: the acting principal's user id (api's auth/actor.ts).
     createdBy: p.text().nullable(),
     confirmedBy: p.text().nullable(),

@@ -17,6 +17,10 @@ const WorkspaceSchema = defineEntity({
     terraformVersion: p.string().length(32).default('1.9.0'),
     // `local`: the user's pipeline runs Terraform and reports each plan and apply.
     executionMode: p.text().$type<ExecutionMode>().default('remote'),
+    // A person's lock (actions/lock): who holds it (`teams` or `users`, and the id) and why. A run's hold is its `queue_state`.
+    lockKind: p.text().$type<'teams' | 'users'>().nullable(),
+    lockOwnerId: p.text().nullable(),
+    lockReason: p.text().nullable(),
     // Inverse side only (no column): lets permission filters join team access in the same query.
     teamAccess: () => p.oneToMany(TeamWorkspace).mappedBy('workspace'),
     createdAt: p.datetime().onCreate(() => new Date()),

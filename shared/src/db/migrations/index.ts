@@ -19,6 +19,7 @@ import { Migration20261126200000OutcomeBytes } from './Migration20261126200000Ou
 import { Migration20261126300000TokenCreatedNotify } from './Migration20261126300000TokenCreatedNotify.ts';
 import { Migration20261126400000PageSessions } from './Migration20261126400000PageSessions.ts';
 import { Migration20261126500001OwnersTeams } from './Migration20261126500001OwnersTeams.ts';
+import { Migration20261126700000WorkspaceQueue } from './Migration20261126700000WorkspaceQueue.ts';
 import { Migration20261126800000RunAttributes } from './Migration20261126800000RunAttributes.ts';
 import { Migration20261126950000OrganizationSettings } from './Migration20261126950000OrganizationSettings.ts';
 
@@ -44,6 +45,7 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261126300000TokenCreatedNotify', class: Migration20261126300000TokenCreatedNotify },
   { name: 'Migration20261126400000PageSessions', class: Migration20261126400000PageSessions },
   { name: 'Migration20261126500001OwnersTeams', class: Migration20261126500001OwnersTeams },
+  { name: 'Migration20261126700000WorkspaceQueue', class: Migration20261126700000WorkspaceQueue },
   { name: 'Migration20261126800000RunAttributes', class: Migration20261126800000RunAttributes },
   { name: 'Migration20261126950000OrganizationSettings', class: Migration20261126950000OrganizationSettings },
 ];

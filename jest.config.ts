@@ -10,7 +10,10 @@ const config: Config = {
   testEnvironment: 'node',
   extensionsToTreatAsEsm: ['.ts'],
   transform: { '^.+\\.ts$': swc },
-  moduleNameMapper: { '^@runtasks/shared$': '<rootDir>/shared/src/index.ts' },
+  moduleNameMapper: {
+    '^@runtasks/shared$': '<rootDir>/shared/src/index.ts',
+    '^@runtasks/shared/engine$': '<rootDir>/shared/src/engine/index.ts',
+  },
   testMatch: [
     '<rootDir>/shared/**/*.test.ts',
     '<rootDir>/services/*/src/**/*.test.ts',

@@ -34,7 +34,7 @@ export * from './domain/executions.ts';
 export * from './domain/plan-summary.ts';
 export * from './db/outbox.ts';
 export * from './db/prepared.ts';
-export * from './db/plan-run.ts';
+export * from './engine/plan-run.ts';
 export * from './db/listener.ts';
 export * from './domain/feature-sets.ts';
 export * from './ops/metrics.ts';

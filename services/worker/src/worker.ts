@@ -27,9 +27,10 @@ import {
 } from '@runtasks/shared';
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { advanceRun, type StartedResult } from './engine/advance-run.ts';
-import { BatchWriter } from './engine/batch-writer.ts';
 import {
+  advanceRun,
+  type StartedResult,
+  BatchWriter,
   Acknowledgements,
   ATTEMPT_LEASE_MS,
   claimStartedAtCreation,
@@ -37,9 +38,12 @@ import {
   dispatchResult,
   tokenOf,
   type DispatchOutcome,
-} from './engine/dispatch.ts';
-import { immediateExecutor, type RunExecutor } from './engine/executor.ts';
-import { expireResults, sweep, type IdleRunCursor } from './engine/sweeper.ts';
+  immediateExecutor,
+  type RunExecutor,
+  expireResults,
+  sweep,
+  type IdleRunCursor,
+} from '@runtasks/shared/engine';
 import { OutboxRelay } from './outbox-relay.ts';
 
 export interface WorkerDeps {

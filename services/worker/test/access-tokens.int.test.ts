@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CALLBACK_TOKEN_PREFIX, nativePool } from '@runtasks/shared';
-import type { StartedResult } from '../src/engine/advance-run.ts';
-import { tokenOf } from '../src/engine/dispatch.ts';
+import { type StartedResult, tokenOf } from '@runtasks/shared/engine';
 import { createRun } from '../../../test/support/fixtures.ts';
 import { startAdvanceFixture, type AdvanceFixture } from './support/advance-fixture.ts';
 

@@ -3,7 +3,7 @@ import { nativePool, newId } from '@runtasks/shared';
 import type { Pool } from 'pg';
 import { createRun, seedOrganization } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
-import { Acknowledgements } from '../src/engine/dispatch.ts';
+import { Acknowledgements } from '@runtasks/shared/engine';
 
 const TASKS = 10;
 

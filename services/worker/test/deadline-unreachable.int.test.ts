@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { nativePool } from '@runtasks/shared';
 import { createRun } from '../../../test/support/fixtures.ts';
-import { expireResults, sweep } from '../src/engine/sweeper.ts';
+import { expireResults, sweep } from '@runtasks/shared/engine';
 import { startAdvanceFixture, type AdvanceFixture } from './support/advance-fixture.ts';
 
 /**

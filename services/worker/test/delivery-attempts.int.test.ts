@@ -11,7 +11,7 @@ import {
   dispatchResult,
   tokenOf,
   type DispatchDeps,
-} from '../src/engine/dispatch.ts';
+} from '@runtasks/shared/engine';
 
 interface ResultRow {
   status: string;

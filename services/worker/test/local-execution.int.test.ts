@@ -21,9 +21,7 @@ import {
   startPlanReader,
   type PlanRead,
 } from '../../../test/support/plan-documents.ts';
-import { advanceRun } from '../src/engine/advance-run.ts';
-import { ATTEMPT_LEASE_MS } from '../src/engine/dispatch.ts';
-import { immediateExecutor } from '../src/engine/executor.ts';
+import { advanceRun, ATTEMPT_LEASE_MS, immediateExecutor } from '@runtasks/shared/engine';
 import { startWorker, type RunningWorker } from '../src/worker.ts';
 
 /**

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { nativePool } from '@runtasks/shared';
 import { createRun } from '../../../test/support/fixtures.ts';
-import { sweep, type IdleRunCursor } from '../src/engine/sweeper.ts';
+import { sweep, type IdleRunCursor } from '@runtasks/shared/engine';
 import { startAdvanceFixture, type AdvanceFixture } from './support/advance-fixture.ts';
 
 const GRACE_SECONDS = 30;

@@ -1,9 +1,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { genericIndexPool, issueCallbackToken, nativePool, openOrm, resultDeadlines, type RunStage } from '@runtasks/shared';
 import type { Pool } from 'pg';
-import { advanceRun, type StartedResult } from '../../src/engine/advance-run.ts';
-import { ATTEMPT_LEASE_MS } from '../../src/engine/dispatch.ts';
-import { immediateExecutor, type RunExecutor } from '../../src/engine/executor.ts';
+import { advanceRun, type StartedResult, ATTEMPT_LEASE_MS, immediateExecutor, type RunExecutor } from '@runtasks/shared/engine';
 import { attachTask, createTask, seedOrganization, type Fixture } from '../../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../../test/support/harness.ts';
 import { startScriptedServer, type ScriptedServer } from '../../../../test/support/scripted-server.ts';

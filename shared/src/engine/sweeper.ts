@@ -1,5 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { DB_NOW_ISO, DELIVERY_ERROR_DESCRIPTIONS, nativePool, numbered, UNDELIVERABLE_ERROR_KINDS } from '@runtasks/shared';
+import { DB_NOW_ISO } from '../db/sql.ts';
+import { DELIVERY_ERROR_DESCRIPTIONS, UNDELIVERABLE_ERROR_KINDS } from '../outbound/task-client.ts';
+import { nativePool, numbered } from '../db/prepared.ts';
 import { runsThatMayMove } from './advance-run.ts';
 
 /** Where a look at idle runs goes on from: after this run (its `updated_at` as PostgreSQL's text, to the microsecond). */

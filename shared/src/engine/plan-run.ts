@@ -1,6 +1,6 @@
 import type { Config } from '../config.ts';
-import type { SqlRunner } from './prepared.ts';
-import { DB_NOW_ISO, dbIso } from './sql.ts';
+import type { SqlRunner } from '../db/prepared.ts';
+import { DB_NOW_ISO, dbIso } from '../db/sql.ts';
 import type { CallbackTokenIssuer } from '../security/secrets.ts';
 import { newId } from '../domain/ids.ts';
 import { planTaskStages, type PlannableTask } from '../domain/planner.ts';

@@ -1,32 +1,19 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { DB_NOW_ISO } from '../db/sql.ts';
+import { evaluateStage, nextRunStep, type RunSnapshot, type RunStep, type StageSnapshot } from '../domain/lifecycle.ts';
+import { clientRunner, inTransaction, nativePool, prepared, runPrepared, numbered, StatementShapes } from '../db/prepared.ts';
+import { insertPlannedStages, type ResultDeadlines } from './plan-run.ts';
+import { statusTimestampKey } from '../domain/timestamps.ts';
+import { reportOverdue, reportTimeoutMessage } from '../domain/executions.ts';
+import { type CallbackToken, type CallbackTokenIssuer } from '../security/secrets.ts';
 import {
-  DB_NOW_ISO,
-  evaluateStage,
-  clientRunner,
-  inTransaction,
-  insertPlannedStages,
-  nativePool,
-  prepared,
-  runPrepared,
-  nextRunStep,
-  numbered,
-  StatementShapes,
-  statusTimestampKey,
-  reportOverdue,
-  reportTimeoutMessage,
-  type CallbackToken,
-  type CallbackTokenIssuer,
   type EnforcementLevel,
   type ExecutionMode,
-  type ResultDeadlines,
-  type RunSnapshot,
   type RunStage,
   type RunStatus,
-  type RunStep,
-  type StageSnapshot,
   type TaskResultStatus,
   type TaskStageStatus,
-} from '@runtasks/shared';
+} from '../domain/statuses.ts';
 import type { Pool } from 'pg';
 import type { RunExecutor } from './executor.ts';
 import {

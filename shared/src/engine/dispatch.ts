@@ -1,21 +1,17 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { answerExcerpt } from '../outbound/answer-excerpt.ts';
+import { DB_NOW_ISO } from '../db/sql.ts';
 import {
-  answerExcerpt,
-  DB_NOW_ISO,
   describeOutcome,
-  issueCallbackToken,
-  nativePool,
-  prepared,
-  runPrepared,
-  encodePayload,
-  retryDelayMs,
-  type CallbackToken,
   type DeliveryErrorKind,
   type DeliveryOutcome,
-  type SecretBox,
   type TaskClient,
   UNDELIVERABLE_ERROR_KINDS,
-} from '@runtasks/shared';
+} from '../outbound/task-client.ts';
+import { issueCallbackToken, type CallbackToken, type SecretBox } from '../security/secrets.ts';
+import { nativePool, prepared, runPrepared } from '../db/prepared.ts';
+import { encodePayload } from '../outbound/payload.ts';
+import { retryDelayMs } from '../outbound/retry-after.ts';
 import type { Pool } from 'pg';
 import { BatchWriter } from './batch-writer.ts';
 import { buildTaskPayload, DISPATCH_COLUMNS, type DispatchRow } from './task-payload.ts';

@@ -1,10 +1,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { DB_NOW_ISO } from '../db/sql.ts';
-import { evaluateStage, nextRunStep, type RunSnapshot, type RunStep, type StageSnapshot } from '../domain/lifecycle.ts';
-import { clientRunner, inTransaction, nativePool, prepared, runPrepared, numbered, StatementShapes } from '../db/prepared.ts';
-import { insertPlannedStages, type ResultDeadlines } from './plan-run.ts';
-import { statusTimestampKey } from '../domain/timestamps.ts';
-import { reportOverdue, reportTimeoutMessage } from '../domain/executions.ts';
+import { nextRunStep, type RunSnapshot } from '../domain/lifecycle.ts';
+import { decideAdvance, ENDED_RUNS, stageSnapshots, type AdvanceResult, type AdvanceStage } from '../domain/advance-decision.ts';
+import { inTransaction, nativePool, prepared, runPrepared, StatementShapes } from '../db/prepared.ts';
+import { insertPlannedStages } from './plan-run.ts';
+import { advanceWrite, type AdvanceWriteSettings } from './advance-write.ts';
+import { reportOverdue } from '../domain/executions.ts';
 import { type CallbackToken, type CallbackTokenIssuer } from '../security/secrets.ts';
 import {
   type EnforcementLevel,
@@ -17,7 +17,6 @@ import {
 import type { Pool } from 'pg';
 import type { RunExecutor } from './executor.ts';
 import {
-  DISPATCH_RESULT_COLUMNS,
   DISPATCH_RUN_COLUMNS,
   dispatchRunFields,
   type DispatchResultFields,
@@ -52,9 +51,7 @@ interface ResultRow {
   tokenless: boolean;
 }
 
-export interface AdvanceSettings extends ResultDeadlines {
-  /** How long a started result's first delivery attempt is leased to the worker that started it. */
-  attemptLeaseSeconds: number;
+export interface AdvanceSettings extends AdvanceWriteSettings {
   issueToken: CallbackTokenIssuer;
   /** How long a local run waits for its pipeline's plan or apply (LOCAL_EXECUTION_TIMEOUT_SECONDS; default its default). */
   localExecutionTimeoutSeconds?: number;
@@ -78,16 +75,6 @@ function runSnapshot(row: Omit<RunRow, 'id'>, localTimeoutSeconds: number): RunS
 
 /** The run's columns every read the lifecycle decides from names (alias `r`). */
 const RUN_RULE_COLUMNS = `r.execution_mode, r.has_changes, r.status_timestamps as run_timestamps, now() as db_now`;
-
-/**
- * `<status>-at` timestamps to add: each on the database clock (now(), the transaction's start, as every
- * update of one transaction sets it) and only where absent (`new || existing`: the existing value wins).
- */
-function timestampsSql(keys: readonly string[]): string {
-  return `jsonb_build_object(${keys.map(() => `?::text, ${DB_NOW_ISO}`).join(', ')}) || status_timestamps`;
-}
-
-const MAX_STEPS = 32;
 
 /**
  * A result the advance started, with its first delivery attempt already claimed (leased, with its
@@ -153,22 +140,18 @@ function groupStages(rows: readonly StageResultRow[]): { stages: StageRow[]; res
   return { stages: [...stages.values()], results };
 }
 
-/** Runs that will not move again on their own (`applied` may still go on to post_apply). */
-const ENDED: ReadonlySet<RunStatus> = new Set(['errored', 'planned_and_finished', 'post_apply_completed', 'canceled', 'discarded']);
-
-function snapshotsOf(stages: readonly StageRow[], results: readonly ResultRow[]): StageSnapshot[] {
-  return stages.map((stage) => ({
-    stage: stage.stage,
-    status: stage.status,
-    overridden: stage.status === 'running' && 'awaiting-override-at' in stage.status_timestamps,
-    evaluation: evaluateStage(
-      stage.stage,
-      results
-        .filter((result) => result.task_stage_id === stage.id)
-        .map((result) => ({ status: result.status, enforcementLevel: result.enforcement_level })),
-    ),
-  }));
-}
+const advanceStage = (stage: StageRow): AdvanceStage => ({
+  id: stage.id,
+  stage: stage.stage,
+  status: stage.status,
+  statusTimestamps: stage.status_timestamps,
+});
+const advanceResult = (result: ResultRow): AdvanceResult => ({
+  id: result.id,
+  stageId: result.task_stage_id,
+  status: result.status,
+  enforcementLevel: result.enforcement_level,
+});
 
 type SnapshotRow = Omit<RunRow, 'id' | 'status'> & StageResultRow & { run_id: string; run_status: RunStatus };
 
@@ -193,9 +176,9 @@ function waits(rows: readonly SnapshotRow[], localTimeoutSeconds: number): boole
   const [first] = rows;
   if (!first) return false;
   const { stages, results } = groupStages(rows);
-  if (ENDED.has(first.run_status) || (first.run_status === 'pending' && stages.length === 0)) return false;
+  if (ENDED_RUNS.has(first.run_status) || (first.run_status === 'pending' && stages.length === 0)) return false;
   const snapshot = runSnapshot({ ...first, status: first.run_status }, localTimeoutSeconds);
-  return nextRunStep(snapshot, snapshotsOf(stages, results)).kind === 'wait';
+  return nextRunStep(snapshot, stageSnapshots(stages.map(advanceStage), results.map(advanceResult))).kind === 'wait';
 }
 
 /**
@@ -243,7 +226,7 @@ async function repairPlanning(pool: Pool, runId: string, issueToken: CallbackTok
       [runId],
     );
     if (rows[0]?.status !== 'pending' || rows[0].stages_planned) return;
-    await insertPlannedStages(clientRunner(client), runId, issueToken);
+    await insertPlannedStages(client, runId, issueToken);
     await client.query('update runs set stages_planned = true where id = $1', [runId]);
   });
 }
@@ -291,8 +274,9 @@ export async function advanceRun(
 }
 
 /**
- * The steps the run can take now, from what `advanceRun` read, written at once. Returns what was
- * started, or undefined where the run's version moved since the read (nothing was written).
+ * The steps the run can take now (decideAdvance, pure), from what `advanceRun` read, with the
+ * executor's steps taken, written at once. Returns what was started, or undefined where the run's
+ * version moved since the read (nothing was written).
  */
 async function decideAndWrite(
   db: Pool,
@@ -303,168 +287,32 @@ async function decideAndWrite(
   settings: AdvanceSettings,
 ): Promise<{ started: StartedResult[] } | undefined> {
   const localTimeoutSeconds = settings.localExecutionTimeoutSeconds ?? DEFAULT_LOCAL_TIMEOUT_SECONDS;
-  const snapshot = runSnapshot(run, localTimeoutSeconds);
-  // Why the run's plan or apply errored, where this advance ends it for a report that never came.
-  let executionError: string | undefined;
-  // Decided step by step in memory, written once in one statement (one round trip): every stage's status
-  // with its `<status>-at` keys, the started stages' pending results, and the run's status with every
-  // `<status>-at` it passed (versions move by the number of transitions).
-  const runTransitions: string[] = [];
-  let runWarning = false;
-  const stageWrites = new Map<string, { status: TaskStageStatus; keys: string[] }>();
-  const startedResults: ResultRow[] = [];
-  const setRun = (status: RunStatus, warning = false): void => {
-    runTransitions.push(statusTimestampKey(status));
-    runWarning ||= warning;
-    snapshot.status = status;
-  };
-  const setStage = (stage: StageRow, status: TaskStageStatus): void => {
-    const key = statusTimestampKey(status);
-    const write = stageWrites.get(stage.id) ?? { status, keys: [] };
-    write.status = status;
-    write.keys.push(key);
-    stageWrites.set(stage.id, write);
-    stage.status = status;
-    stage.status_timestamps = { ...stage.status_timestamps, [key]: stage.status_timestamps[key] ?? new Date().toISOString() };
-  };
-  const stageSnapshots = (): StageSnapshot[] => snapshotsOf(stages, results);
-
-  for (let step: RunStep = nextRunStep(snapshot, stageSnapshots()), count = 0; step.kind !== 'wait' && count < MAX_STEPS; count += 1) {
-    switch (step.kind) {
-      case 'set-run':
-        setRun(step.status);
-        break;
-      case 'plan':
-        await executor.plan(run.id);
-        setRun('planned');
-        break;
-      case 'apply':
-        await executor.apply(run.id);
-        setRun('applied');
-        break;
-      case 'report-overdue':
-        executionError = reportTimeoutMessage(step.awaited, localTimeoutSeconds);
-        setRun('errored');
-        break;
-      case 'start-stage': {
-        const name = step.stage;
-        const stage = stages.find((candidate) => candidate.stage === name);
-        if (stage && stage.status === 'pending') setStage(stage, 'running');
-        if (stage) {
-          // Its pending results start (written below, where the run's version holds: no other advance starts them).
-          for (const result of results) {
-            if (result.task_stage_id !== stage.id || result.status !== 'pending') continue;
-            result.status = 'running';
-            startedResults.push(result);
-          }
-        }
-        setRun(step.runStatus);
-        break;
-      }
-      case 'finish-stage': {
-        const name = step.stage;
-        const stage = stages.find((candidate) => candidate.stage === name);
-        if (stage) setStage(stage, step.stageStatus);
-        setRun(step.runStatus, step.warning);
-        break;
-      }
-    }
-    step = nextRunStep(snapshot, stageSnapshots());
-  }
-  // A run that stopped early leaves later stages unstarted: they will never run, so they end too (with
-  // their pending results). Stages are never pending again once moved, so the read shows every one.
-  const unstarted = ENDED.has(snapshot.status) ? stages.filter((stage) => stage.status === 'pending').map((stage) => stage.id) : [];
-  if (runTransitions.length === 0 && unstarted.length === 0) return { started: [] };
-
-  // The run's update comes first and holds the version check; every other part applies only where it
-  // updated the run (`exists (select from run)`, evaluated once, before any row of theirs is touched).
-  const guard = 'exists (select from run)';
-  const parts: string[] = [];
-  const params: unknown[] = [];
-  if (runTransitions.length > 0) {
-    const keys = [...new Set(runTransitions)];
-    parts.push(
-      `run as (update runs set status = ?, status_timestamps = ${timestampsSql(keys)},
-         version = version + ?, updated_at = now()${runWarning ? ', has_task_warnings = true' : ''}${
-           executionError === undefined ? '' : ', execution_error = ?'
-         } where id = ? and version = ? returning id)`,
-    );
-    params.push(
-      snapshot.status,
-      ...keys,
-      runTransitions.length,
-      ...(executionError === undefined ? [] : [executionError]),
-      run.id,
-      run.version,
-    );
-  } else {
-    // Only unstarted stages to end (the run had ended already): the run is locked, not changed. A
-    // concurrent change of it is waited for, and where it moved the version, no row.
-    parts.push(`run as (select id from runs where id = ? and version = ? for update)`);
-    params.push(run.id, run.version);
-  }
-  for (const [id, stage] of stageWrites) {
-    const keys = [...new Set(stage.keys)];
-    parts.push(
-      `stage${parts.length} as (update task_stages set status = ?, status_timestamps = ${timestampsSql(keys)},
-         version = version + ?, updated_at = now() where id = ? and ${guard})`,
-    );
-    params.push(stage.status, ...keys, stage.keys.length, id);
-  }
-  // Started results are claimed for their first attempt here (what dispatch's claim does for a retry):
-  // leased, and read with what their payload needs. Their access tokens were issued when they were
-  // planned; one planned without (by an earlier version) gets its token now.
-  const issued = new Map(startedResults.filter((result) => result.tokenless).map((result) => [result.id, settings.issueToken(result.id)]));
-  if (startedResults.length > 0) {
-    parts.push(
-      `started as (update task_results tr set status = 'running', status_timestamps = ${timestampsSql(['running-at'])},
-         version = tr.version + 1, updated_at = now(), progress_deadline = now() + make_interval(secs => ?),
-         hard_deadline = now() + make_interval(secs => ?), attempts = tr.attempts + 1,
-         next_attempt_at = now() + make_interval(secs => ?::double precision),
-         callback_token_hash = coalesce(tr.callback_token_hash, t.hash),
-         callback_token_encrypted = coalesce(tr.callback_token_encrypted, t.encrypted)
-         from unnest(?::text[], ?::text[], ?::text[]) as t(id, hash, encrypted)
-       where tr.id = t.id and tr.status = 'pending' and ${guard}
-       returning ${DISPATCH_RESULT_COLUMNS}, tr.task_stage_id)`,
-    );
-    const tokens = startedResults.map((result) => issued.get(result.id));
-    params.push(
-      'running-at',
-      settings.progressTimeoutSeconds,
-      settings.maxRuntimeSeconds,
-      settings.attemptLeaseSeconds,
-      startedResults.map((result) => result.id),
-      tokens.map((token) => token?.hash ?? null),
-      tokens.map((token) => token?.encrypted ?? null),
-    );
-  }
-  if (unstarted.length > 0) {
-    // Not a stage this write moves (none of those is pending after it), nor a result it starts (those are in moved stages).
-    const canceledAt = `jsonb_build_object('canceled-at', ${DB_NOW_ISO})`;
-    parts.push(
-      `unstarted_results as (update task_results set status = 'canceled', status_timestamps = status_timestamps || ${canceledAt},
-         version = version + 1, updated_at = now() where task_stage_id = any(?::text[]) and status = 'pending' and ${guard})`,
-      `unstarted_stages as (update task_stages set status = 'canceled', status_timestamps = status_timestamps || ${canceledAt},
-         version = version + 1, updated_at = now() where id = any(?::text[]) and status = 'pending' and ${guard})`,
-    );
-    params.push(unstarted, unstarted);
-  }
-  // Where the run's version held, at least one row (one per started result, else one of nulls); else none.
-  const rows = await ADVANCE_WRITES.run<StartedRow>(
-    db,
-    // `started` returns an explicit column list, so `started.*` here cannot change under a cached plan.
-    numbered(
-      `with ${parts.join(',\n')} ${startedResults.length > 0 ? 'select started.* from run left join started on true' : 'select from run'}`,
-    ),
-    params,
+  const decision = decideAdvance(
+    runSnapshot(run, localTimeoutSeconds),
+    stages.map(advanceStage),
+    results.map(advanceResult),
+    localTimeoutSeconds,
   );
+  for (const execution of decision.executions) await executor[execution](run.id);
+  if (decision.runTransitions.length === 0 && decision.unstartedStageIds.length === 0) return { started: [] };
+  const startedRows = results.filter((result) => decision.startedResultIds.includes(result.id));
+  // Results planned without a token (by an earlier version) get theirs as they start.
+  const issued = new Map(startedRows.filter((result) => result.tokenless).map((result) => [result.id, settings.issueToken(result.id)]));
+  const write = advanceWrite(
+    { id: run.id, version: run.version },
+    decision,
+    startedRows.map((result) => ({ id: result.id, token: issued.get(result.id) })),
+    settings,
+  );
+  // Where the run's version held, at least one row (one per started result, else one of nulls); else none.
+  const rows = await ADVANCE_WRITES.run<StartedRow>(db, write.text, write.values);
   if (rows.length === 0) return undefined;
-  if (startedResults.length === 0) return { started: [] };
+  if (startedRows.length === 0) return { started: [] };
   const runFields = dispatchRunFields(run);
   const stageNames = new Map(stages.map((stage) => [stage.id, stage.stage]));
   const started: StartedResult[] = [];
   for (const row of rows) {
-    // The row of nulls where none started; every other is one of startedResults, in one of this run's stages.
+    // The row of nulls where none started; every other is one of startedRows, in one of this run's stages.
     if (row.task_stage_id === null) continue;
     const { task_stage_id: stageId, ...result } = row;
     started.push({ stageId, row: { ...result, ...runFields, stage: stageNames.get(stageId) as RunStage }, issued: issued.get(result.id) });

@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { answerExcerpt } from '../outbound/answer-excerpt.ts';
-import { DB_NOW_ISO } from '../db/sql.ts';
+import { deadlineOutlasts } from './deadlines.ts';
+import { resultTransition } from './transitions.ts';
 import {
   describeOutcome,
   type DeliveryErrorKind,
@@ -166,12 +167,10 @@ function attemptValues(resultId: string, attempt: number, startedAt: Date, outco
  * $1 delay (s), $2 result id, $3 attempt.
  */
 const RETRY_LATER = `update task_results set next_attempt_at = now() + make_interval(secs => $1::double precision)
-   where id = $2 and status = 'running' and attempts = $3 and acknowledged_at is null
-     and (progress_deadline is null or progress_deadline > now() + make_interval(secs => $1::double precision))`;
+   where id = $2 and status = 'running' and attempts = $3 and acknowledged_at is null and ${deadlineOutlasts('$1::double precision')}`;
 
 /** $1 status, $2 message, $3 its timestamp's key, $4 result id, $5 attempt (see RETRY_LATER). */
-const END_UNACKNOWLEDGED = `update task_results set status = $1, message = $2,
-          status_timestamps = status_timestamps || jsonb_build_object($3::text, ${DB_NOW_ISO}), version = version + 1, updated_at = now()
+const END_UNACKNOWLEDGED = `update task_results set ${resultTransition({ status: '$1', keys: ['$3::text'], keep: 'latest' })}, message = $2
     where id = $4 and status = 'running' and attempts = $5 and acknowledged_at is null`;
 
 async function recordAttempt(
@@ -182,8 +181,10 @@ async function recordAttempt(
   outcome: DeliveryOutcome,
   token: string,
 ): Promise<void> {
-  await em.execute(
-    `insert into delivery_attempts ${ATTEMPT_COLUMNS} values (?, ?, ?, ?, ?, ?, ?) on conflict (task_result_id, attempt) do nothing`,
+  await (
+    await nativePool(em)
+  ).query(
+    `insert into delivery_attempts ${ATTEMPT_COLUMNS} values ($1, $2, $3, $4, $5, $6, $7) on conflict (task_result_id, attempt) do nothing`,
     attemptValues(resultId, attempt, startedAt, outcome, token),
   );
 }

@@ -1,7 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { DB_NOW_ISO } from '../db/sql.ts';
+import { PAST_DEADLINE, PAST_HARD_DEADLINE } from './deadlines.ts';
+import { resultTransition } from './transitions.ts';
 import { DELIVERY_ERROR_DESCRIPTIONS, UNDELIVERABLE_ERROR_KINDS } from '../outbound/task-client.ts';
-import { nativePool, numbered } from '../db/prepared.ts';
+import { nativePool } from '../db/prepared.ts';
 import { runsThatMayMove } from './advance-run.ts';
 
 /** Where a look at idle runs goes on from: after this run (its `updated_at` as PostgreSQL's text, to the microsecond). */
@@ -70,20 +71,19 @@ const UNDELIVERED_MESSAGE = `'The run task request was never delivered (' || tr.
 const expireSql = (from: string): string => `with due as (
        -- Locked in id order (then their stages, by the trigger), so two passes over the same results never deadlock.
        select tr.id from ${from}
-          and tr.status in ('pending', 'running') and (tr.progress_deadline < now() or tr.hard_deadline < now())
+          and tr.status in ('pending', 'running') and ${PAST_DEADLINE}
         order by tr.id for update of tr),
      ending as (
        select due.id, case when ${UNDELIVERED} then 'unreachable' else 'errored' end as status,
               case when ${UNDELIVERED} then ${UNDELIVERED_MESSAGE}
-                   when tr.hard_deadline < now() then 'The run task ran longer than its maximum runtime.'
+                   when ${PAST_HARD_DEADLINE} then 'The run task ran longer than its maximum runtime.'
                    else 'The run task sent no progress within its progress timeout.' end as message
          from due join task_results tr on tr.id = due.id
          left join lateral (select da.error_kind from delivery_attempts da where da.task_result_id = due.id
                              order by da.attempt desc limit 1) last on true),
      expired as (
-       update task_results tr set status = ending.status, message = ending.message,
-              status_timestamps = tr.status_timestamps || jsonb_build_object(ending.status || '-at', ${DB_NOW_ISO}),
-              version = tr.version + 1, updated_at = now()
+       update task_results tr set ${resultTransition({ status: 'ending.status', keys: [`ending.status || '-at'`], keep: 'latest', alias: 'tr' })},
+              message = ending.message
          from ending where tr.id = ending.id and tr.status in ('pending', 'running')
         returning tr.task_stage_id)
      select distinct ts.run_id from expired e join task_stages ts on ts.id = e.task_stage_id`;
@@ -91,32 +91,33 @@ const expireSql = (from: string): string => `with due as (
 /** The sweeper's: every due result of the runs in flight. */
 export const EXPIRE_IN_FLIGHT_SQL = expireSql(IN_FLIGHT_RESULTS);
 /** The stages' results, by the index on (task_stage_id, task_id) (test/plans.int.test.ts checks the plan). */
-export const EXPIRE_IN_STAGES_SQL = numbered(expireSql('task_results tr where tr.task_stage_id = any(?::text[])'));
-const EXPIRE_ONE_SQL = expireSql('task_results tr where tr.id = ?');
+export const EXPIRE_IN_STAGES_SQL = expireSql('task_results tr where tr.task_stage_id = any($1::text[])');
+const EXPIRE_ONE_SQL = expireSql('task_results tr where tr.id = $1');
 
 /** Ends the due results of the runs in flight (the sweeper), or of some stages or one result (a deadline job). Returns their runs. */
 export async function expireResults(
   em: EntityManager,
   only: { resultId: string } | { stageIds: readonly string[] } | undefined = undefined,
 ): Promise<string[]> {
-  if (only !== undefined && 'stageIds' in only) {
-    const { rows } = await (await nativePool(em)).query<{ run_id: string }>(EXPIRE_IN_STAGES_SQL, [only.stageIds]);
-    return rows.map((row) => row.run_id);
-  }
-  const [sql, params] = only === undefined ? [EXPIRE_IN_FLIGHT_SQL, []] : [EXPIRE_ONE_SQL, [only.resultId]];
-  const rows = await em.execute<{ run_id: string }[]>(sql, params);
+  const [sql, params] =
+    only === undefined
+      ? [EXPIRE_IN_FLIGHT_SQL, []]
+      : 'stageIds' in only
+        ? [EXPIRE_IN_STAGES_SQL, [only.stageIds]]
+        : [EXPIRE_ONE_SQL, [only.resultId]];
+  const { rows } = await (await nativePool(em)).query<{ run_id: string }>(sql, params);
   return rows.map((row) => row.run_id);
 }
 
 /**
- * Results of the runs in flight whose next delivery attempt is overdue by `?` seconds (their delayed job
- * was lost, or the worker that leased the attempt died) and that may still be attempted: fewer than `?`
+ * Results of the runs in flight whose next delivery attempt is overdue by $1 seconds (their delayed job
+ * was lost, or the worker that leased the attempt died) and that may still be attempted: fewer than $2
  * attempts made. One whose last attempt's worker died cannot be claimed again and waits for its progress
  * deadline; left in this list, it would take a place before the others, every pass, until then.
  */
 export const OVERDUE_DELIVERIES_SQL = `select tr.id, tr.attempts from ${IN_FLIGHT_RESULTS}
-        and tr.status = 'running' and tr.acknowledged_at is null and tr.next_attempt_at < now() - make_interval(secs => ?)
-        and tr.attempts < ?
+        and tr.status = 'running' and tr.acknowledged_at is null and tr.next_attempt_at < now() - make_interval(secs => $1)
+        and tr.attempts < $2
       order by tr.next_attempt_at limit 500`;
 
 /**
@@ -126,10 +127,10 @@ export const OVERDUE_DELIVERIES_SQL = `select tr.id, tr.attempts from ${IN_FLIGH
  * unfinished runs, oldest first) and never the finished runs, however many there are
  * (test/plans.int.test.ts checks the plan).
  */
-export const IDLE_RUNS_SQL = numbered(`select id, updated_at::text as cursor_at from runs
-      where ${UNFINISHED_RUN} and updated_at < now() - make_interval(secs => ?)
-        and updated_at >= ?::timestamptz and (updated_at, id) > (?::timestamptz, ?::text)
-      order by updated_at, id limit ?`);
+export const IDLE_RUNS_SQL = `select id, updated_at::text as cursor_at from runs
+      where ${UNFINISHED_RUN} and updated_at < now() - make_interval(secs => $1)
+        and updated_at >= $2::timestamptz and (updated_at, id) > ($3::timestamptz, $4::text)
+      order by updated_at, id limit $5`;
 
 /**
  * The idle runs that have something to do (a wake-up of theirs was lost), judged page by page with the
@@ -171,10 +172,9 @@ async function idleRunsThatMayMove(
  */
 export async function sweep(em: EntityManager, graceSeconds: number, options: SweepOptions = {}): Promise<SweepResult> {
   const expired = await expireResults(em);
-  const overdue = await em.execute<{ id: string; attempts: number }[]>(OVERDUE_DELIVERIES_SQL, [
-    graceSeconds,
-    options.maxAttempts ?? ANY_ATTEMPTS,
-  ]);
+  const { rows: overdue } = await (
+    await nativePool(em)
+  ).query<{ id: string; attempts: number }>(OVERDUE_DELIVERIES_SQL, [graceSeconds, options.maxAttempts ?? ANY_ATTEMPTS]);
   const idle = await idleRunsThatMayMove(em, graceSeconds, options);
   const runIds = [...new Set([...expired, ...idle.runIds])];
   return { runIds, resultIds: overdue.map((row) => ({ id: row.id, attempt: row.attempts + 1 })), idleCursor: idle.cursor };

@@ -188,7 +188,7 @@ interface Real {
   clock: number;
 }
 
-/** The worker's ENDED (advance-run.ts): runs that will not move again; their unstarted stages end. */
+/** The engine's ENDED_RUNS (advance-decision.ts): runs that will not move again; their unstarted stages end. */
 const ENDED: ReadonlySet<RunStatus> = new Set(['errored', 'planned_and_finished', 'post_apply_completed', 'canceled', 'discarded']);
 
 function enterRunStatus(real: Real, status: RunStatus): void {

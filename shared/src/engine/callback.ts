@@ -25,7 +25,7 @@ export function prepareCallback(returning: string): PreparedStatement {
     `with updated as (
      update task_results tr set ${resultTransition({ status: '$3::text', keys: [`$3::text || '-at'`], alias: 'tr' })},
           message = coalesce($4::text, tr.message), url = coalesce($5::text, tr.url),
-          progress_deadline = ${callbackProgressDeadline('$3::text', '$6')},
+          ${callbackProgressDeadline('$3::text', '$6')},
           outcomes_count = tr.outcomes_count + $7::int, outcomes_bytes = tr.outcomes_bytes + $8::int
     where tr.id = $1 and coalesce(tr.callback_token_hash, '') = $2 and tr.status in ('pending', 'running') and ${WITHIN_DEADLINES}
       and tr.outcomes_count + $7::int <= $9::int and tr.outcomes_bytes + $8::int <= $10::int

@@ -25,11 +25,11 @@ export const resultStartDeadlines = (progressSeconds: string, maxSeconds: string
   `progress_deadline = ${deadlineIn(progressSeconds)}, hard_deadline = ${deadlineIn(maxSeconds)}`;
 
 /**
- * A callback's progress deadline (`tr` the result; `status` and `timeout` SQL expressions): a `running`
+ * A callback's assignment of the progress deadline (`tr` the result; `status` and `timeout` SQL expressions): a `running`
  * callback moves it on, never past the hard deadline; a verdict leaves it.
  */
 export const callbackProgressDeadline = (status: string, timeout: string): string =>
-  `case when ${status} = 'running' then least(${deadlineIn(`${timeout}::double precision`)}, coalesce(tr.hard_deadline, 'infinity'))
+  `progress_deadline = case when ${status} = 'running' then least(${deadlineIn(`${timeout}::double precision`)}, coalesce(tr.hard_deadline, 'infinity'))
         else tr.progress_deadline end`;
 
 /** A result (`tr`) still within both its deadlines: past either it takes no callback, and is expired. */

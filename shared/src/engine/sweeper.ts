@@ -3,7 +3,7 @@ import { PAST_DEADLINE, PAST_HARD_DEADLINE } from './deadlines.ts';
 import { resultTransition } from './transitions.ts';
 import { DELIVERY_ERROR_DESCRIPTIONS, UNDELIVERABLE_ERROR_KINDS } from '../outbound/task-client.ts';
 import { nativePool } from '../db/prepared.ts';
-import { runsThatMayMove } from './advance-run.ts';
+import { runsThatMayMove } from './run-read.ts';
 
 /** Where a look at idle runs goes on from: after this run (its `updated_at` as PostgreSQL's text, to the microsecond). */
 export interface IdleRunCursor {

@@ -8,7 +8,7 @@ const RunSchema = defineEntity({
   tableName: 'runs',
   indexes: [
     { name: 'runs_workspace_created_idx', properties: ['workspace', 'createdAt'] },
-    // The sweeper's (services/worker/src/engine/sweeper.ts, IDLE_RUNS_SQL): its predicate is that query's.
+    // The sweeper's (shared/src/engine/sweeper.ts, IDLE_RUNS_SQL): its predicate is that query's.
     {
       name: 'runs_unfinished_idx',
       expression: `create index "runs_unfinished_idx" on "runs" ("updated_at") where "status" not in ('applied', 'post_apply_completed', 'planned_and_finished', 'discarded', 'errored', 'canceled')`,
@@ -43,7 +43,7 @@ const RunSchema = defineEntity({
     autoApply: p.boolean().default(false),
     hasTaskWarnings: p.boolean().default(false),
     // Set when the run's task stages are planned (at its creation): a pending run without stages and
-    // without this flag was created by an earlier version, and its first advance plans it (advance-run.ts).
+    // without this flag was created by an earlier version, and its first advance plans it (shared/src/engine/advance-run.ts).
     stagesPlanned: p.boolean().default(false),
     createdBy: p.text().nullable(),
     configurationVersionId: p.string().length(32).nullable(),

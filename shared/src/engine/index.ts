@@ -14,3 +14,5 @@ export * from './run-actions.ts';
 export * from './transitions.ts';
 export * from './wake.ts';
 export * from './callback.ts';
+export * from './results.sql.ts';
+export * from './runs.sql.ts';

@@ -8,7 +8,7 @@ import { deadlineIn, type ResultDeadlines } from './deadlines.ts';
 
 export { resultDeadlines, type ResultDeadlines } from './deadlines.ts';
 
-/** A row of PLANNABLE_TASKS_SQL. */
+/** A row of PLANNABLE_TASKS. */
 export interface TaskRow {
   task_id: string;
   workspace_task_id: string | null;
@@ -41,7 +41,7 @@ export interface PlanContext {
 }
 
 /**
- * The union under PLANNABLE_TASKS_SQL, over SQL expressions for the workspace, the organization and
+ * The union under PLANNABLE_TASKS, over SQL expressions for the workspace, the organization and
  * the entitlement (parameters, or an outer query's columns), with its sort keys source, at, tiebreak.
  */
 export const plannableTasksUnion = (workspace: string, organization: string, globalEntitled: string): string => `
@@ -101,7 +101,7 @@ export interface PlannedRows {
   results: { id: string; stage: RunStage; task: PlannableTask }[];
 }
 
-/** Plans the rows of a run from its plannable tasks (PLANNABLE_TASKS_SQL's rows): stages in lifecycle order. */
+/** Plans the rows of a run from its plannable tasks (PLANNABLE_TASKS' rows): stages in lifecycle order. */
 export function planRows(tasks: readonly TaskRow[], run: Pick<PlanContext, 'planOnly'>): PlannedRows {
   const planned = planTaskStages({
     workspaceTasks: tasks.filter((task) => task.workspace_task_id !== null).map(toPlannable),

@@ -2,7 +2,7 @@ import type { AdvanceDecision } from '../domain/advance-decision.ts';
 import type { CallbackToken } from '../security/secrets.ts';
 import { resultStartDeadlines, type ResultDeadlines } from './deadlines.ts';
 import { DISPATCH_RESULT_COLUMNS } from './task-payload.ts';
-import { Params, resultTransition, runTransition, stageTransition } from './transitions.ts';
+import { CANCELED, Params, resultTransition, runTransition, stageTransition } from './transitions.ts';
 
 /** A result the advance starts, with the token it is issued where it has none yet. */
 export interface StartingResult {
@@ -53,12 +53,11 @@ export function advanceWrite(
   if (starting.length > 0) parts.push(startedResults(params, starting, settings, guard));
   if (decision.unstartedStageIds.length > 0) {
     // Not a stage this write moves (none of those is pending after it), nor a result it starts (those are in moved stages).
-    const canceled = { status: `'canceled'`, keys: [`'canceled-at'`], keep: 'latest' as const };
     const stageIds = params.add(decision.unstartedStageIds);
     parts.push(
-      `unstarted_results as (update task_results set ${resultTransition(canceled)}
+      `unstarted_results as (update task_results set ${resultTransition(CANCELED)}
          where task_stage_id = any(${stageIds}::text[]) and status = 'pending' and ${guard})`,
-      `unstarted_stages as (update task_stages set ${stageTransition(canceled)}
+      `unstarted_stages as (update task_stages set ${stageTransition(CANCELED)}
          where id = any(${stageIds}::text[]) and status = 'pending' and ${guard})`,
     );
   }

@@ -16,3 +16,4 @@ export * from './wake.ts';
 export * from './callback.ts';
 export * from './results.sql.ts';
 export * from './runs.sql.ts';
+export * from './stages.sql.ts';

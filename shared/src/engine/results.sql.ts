@@ -3,7 +3,7 @@ import { DELIVERY_ERROR_DESCRIPTIONS, UNDELIVERABLE_ERROR_KINDS } from '../outbo
 import { deadlineOutlasts, PAST_DEADLINE, PAST_HARD_DEADLINE } from './deadlines.ts';
 import { IN_FLIGHT_RESULTS } from './runs.sql.ts';
 import { DISPATCH_COLUMNS } from './task-payload.ts';
-import { resultTransition } from './transitions.ts';
+import { CANCELED, resultTransition } from './transitions.ts';
 
 // The statements on task results of the dispatch and the sweeper (the callback's is callback.ts, the advance's advance-write.ts).
 
@@ -138,3 +138,10 @@ export const OVERDUE_DELIVERIES_SQL = `select tr.id, tr.attempts from ${IN_FLIGH
         and tr.status = 'running' and tr.acknowledged_at is null and tr.next_attempt_at < now() - make_interval(secs => $1)
         and tr.attempts < $2
       order by tr.next_attempt_at limit 500`;
+
+/** A canceled or discarded run's open results, locked in id order (then their stages, by the trigger), as the sweeper locks them, so the two never deadlock. */
+export const CANCEL_OPEN_RESULTS = `with open_results as (
+     select tr.id from task_results tr join task_stages ts on ts.id = tr.task_stage_id
+      where ts.run_id = $1 and tr.status in ('pending', 'running') order by tr.id for update of tr)
+   update task_results tr set ${resultTransition({ ...CANCELED, alias: 'tr' })}
+     from open_results where tr.id = open_results.id and tr.status in ('pending', 'running')`;

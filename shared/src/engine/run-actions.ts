@@ -5,7 +5,9 @@ import { runActionSources, runActionTarget, runActionSubject, type RunAction } f
 import type { RunStage, RunStatus, TaskStageStatus } from '../domain/statuses.ts';
 import { statusTimestampKey } from '../domain/timestamps.ts';
 import { conflict } from '../errors.ts';
-import { Params, resultTransition, runTransition, stageTransition } from './transitions.ts';
+import { CANCEL_OPEN_RESULTS } from './results.sql.ts';
+import { CANCEL_OPEN_STAGES, OVERRIDE } from './stages.sql.ts';
+import { Params, runTransition } from './transitions.ts';
 import { wakeRunsSql } from './wake.ts';
 
 /** What an action needs to know of the run: the rule's subject and its id. */
@@ -21,18 +23,6 @@ export interface ActionRun {
 const APPLICABLE = ` and not plan_only and (execution_mode <> 'local' or has_changes)`;
 
 const verb = (action: RunAction): string => (action === 'apply' ? 'applied' : `${action}ed`);
-
-const canceled = { status: `'canceled'`, keys: [`'canceled-at'`], keep: 'latest' as const };
-
-/** A canceled or discarded run's open results, locked in id order (then their stages, by the trigger), as the sweeper locks them, so the two never deadlock. */
-const CANCEL_OPEN_RESULTS = `with open_results as (
-     select tr.id from task_results tr join task_stages ts on ts.id = tr.task_stage_id
-      where ts.run_id = $1 and tr.status in ('pending', 'running') order by tr.id for update of tr)
-   update task_results tr set ${resultTransition({ ...canceled, alias: 'tr' })}
-     from open_results where tr.id = open_results.id and tr.status in ('pending', 'running')`;
-
-const CANCEL_OPEN_STAGES = `update task_stages set ${stageTransition(canceled)}
-    where run_id = $1 and status in ('pending', 'running', 'awaiting_override')`;
 
 /**
  * Applies a run action as one conditional update, so concurrent actions cannot both win, which wakes
@@ -64,11 +54,6 @@ export interface OverriddenStage {
   created_at: Date;
   updated_at: Date;
 }
-
-// Timestamps are set once: the stage's running-at is when it first ran, and stays.
-const OVERRIDE = `update task_stages set ${stageTransition({ status: `'running'`, keys: [`'running-at'`] })}
-    where id = $1 and status = 'awaiting_override'
-    returning id, run_id, stage, status, status_timestamps, created_at, updated_at`;
 
 /**
  * Overrides a stage awaiting override so its run goes on. One conditional update: of two concurrent

@@ -83,3 +83,6 @@ export const stageTransition = (change: Transition): string => transitionSet(cha
 
 /** A task result's status change, as the SET list of an update of task_results. */
 export const resultTransition = (change: Transition): string => transitionSet(change);
+
+/** A row canceled with its run (or as a stage its run never started): its `canceled-at` is this one. */
+export const CANCELED: Transition = { status: `'canceled'`, keys: [`'canceled-at'`], keep: 'latest' };

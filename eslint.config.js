@@ -38,18 +38,4 @@ export default tseslint.config(
       ],
     },
   },
-  {
-    // Not yet converted to the layered imports of `@runtasks/shared`; remove each file once it is.
-    files: [
-      'services/worker/src/**/*.ts',
-      'services/worker/test/**/*.ts',
-      'services/api/src/services/run.service.ts',
-      'services/api/src/services/task-stage.service.ts',
-      'services/api/src/services/execution-report.service.ts',
-      'services/api/src/routes/callback.routes.ts',
-      'services/api/src/routes/task-stages.routes.ts',
-      'services/api/src/routes/executions.routes.ts',
-    ],
-    rules: { 'no-restricted-imports': 'off' },
-  },
 );

@@ -12,7 +12,6 @@ const config: Config = {
   transform: { '^.+\\.ts$': swc },
   // The same map as shared/package.json's `exports`: Jest resolves the workspace link by these paths.
   moduleNameMapper: {
-    '^@runtasks/shared$': '<rootDir>/shared/src/index.ts',
     '^@runtasks/shared/(config|errors|logger)$': '<rootDir>/shared/src/$1.ts',
     '^@runtasks/shared/([a-z-]+)$': '<rootDir>/shared/src/$1/index.ts',
   },

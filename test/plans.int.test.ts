@@ -4,15 +4,18 @@ import { nativePool, numbered, type PreparedStatement } from '@runtasks/shared/d
 import type { PoolClient } from 'pg';
 import { CALLBACK } from '../services/api/src/routes/callback.routes.ts';
 import { taskPageText } from '../services/api/src/routes/run-tasks.routes.ts';
-import { ACKNOWLEDGE, Acknowledgements, CLAIM, CLAIM_STARTED_AT_CREATION } from '../services/worker/src/engine/dispatch.ts';
-import type { DispatchRow } from '../services/worker/src/engine/task-payload.ts';
-import { RUNS_SNAPSHOT_SQL } from '../services/worker/src/engine/advance-run.ts';
 import {
+  ACKNOWLEDGE,
+  Acknowledgements,
+  CLAIM,
+  CLAIM_STARTED_AT_CREATION,
+  type DispatchRow,
+  RUNS_SNAPSHOT_SQL,
   EXPIRE_IN_FLIGHT_SQL,
   EXPIRE_IN_STAGES_SQL,
   IDLE_RUNS_SQL,
   OVERDUE_DELIVERIES_SQL,
-} from '../services/worker/src/engine/sweeper.ts';
+} from '@runtasks/shared/engine';
 import { CLAIM_EVENTS } from '../services/worker/src/outbox-relay.ts';
 import { startAdvanceFixture, type AdvanceFixture } from '../services/worker/test/support/advance-fixture.ts';
 import { createRun, seedOrganization } from './support/fixtures.ts';

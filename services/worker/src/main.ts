@@ -1,17 +1,15 @@
+import { createLogger } from '@runtasks/shared/logger';
+import { createSecretBox, resolveSecretKey } from '@runtasks/shared/security';
+import { loadConfig } from '@runtasks/shared/config';
 import {
-  createLogger,
-  createSecretBox,
-  resolveSecretKey,
-  loadConfig,
   openOrm,
   pendingMigrations,
-  pingRedis,
   postgresUnreachableMessage,
   redisUnreachableMessage,
-  onShutdownSignals,
-  startHealthServer,
   waitForBackingServices,
-} from '@runtasks/shared';
+} from '@runtasks/shared/db';
+import { pingRedis } from '@runtasks/shared/queue';
+import { onShutdownSignals, startHealthServer } from '@runtasks/shared/ops';
 import { Redis } from 'ioredis';
 import type { Server } from 'node:http';
 import { startWorker, type RunningWorker } from './worker.ts';

@@ -1,15 +1,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import {
-  ChannelListener,
-  inTransaction,
-  JOB_OPTIONS,
-  nativePool,
-  OUTBOX_CHANNEL,
-  outboxJobId,
-  prepared,
-  runPrepared,
-  type Logger,
-} from '@runtasks/shared';
+import { ChannelListener, inTransaction, nativePool, prepared, runPrepared } from '@runtasks/shared/db';
+import { JOB_OPTIONS, OUTBOX_CHANNEL, outboxJobId } from '@runtasks/shared/queue';
+import { type Logger } from '@runtasks/shared/logger';
 import type { Queue } from 'bullmq';
 import type { Pool } from 'pg';
 

@@ -1,45 +1,35 @@
-import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { createTaskClient, type DeliveryOutcome, type TaskClient } from '@runtasks/shared/outbound';
 import {
-  createTaskClient,
   disconnectAll,
-  genericIndexPoolOrBase,
-  isBackingServiceUnavailable,
-  issueCallbackToken,
   jobBackoff,
-  nativePool,
-  JOB_OPTIONS,
   JOB_RETENTION,
   JOBS,
   MAX_RECONNECT_DELAY_MS,
   QUEUES,
-  randomAlphanumeric,
-  resultDeadlines,
-  taskDispatchJobId,
   whenAllReady,
   workerConnection,
-  Metrics,
-  type Config,
-  type DeliveryOutcome,
   type JobName,
-  type Logger,
-  type SecretBox,
-  type TaskClient,
-} from '@runtasks/shared';
-import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
-import { advanceRun, type StartedResult } from './engine/advance-run.ts';
-import { BatchWriter } from './engine/batch-writer.ts';
+} from '@runtasks/shared/queue';
+import { genericIndexPoolOrBase, isBackingServiceUnavailable, nativePool } from '@runtasks/shared/db';
+import { issueCallbackToken, type SecretBox } from '@runtasks/shared/security';
+import { Metrics } from '@runtasks/shared/ops';
+import { type Config } from '@runtasks/shared/config';
+import { type Logger } from '@runtasks/shared/logger';
 import {
   Acknowledgements,
   ATTEMPT_LEASE_MS,
-  claimStartedAtCreation,
-  deliverClaimed,
-  dispatchResult,
-  tokenOf,
-  type DispatchOutcome,
-} from './engine/dispatch.ts';
-import { immediateExecutor, type RunExecutor } from './engine/executor.ts';
-import { expireResults, sweep, type IdleRunCursor } from './engine/sweeper.ts';
+  immediateExecutor,
+  resultDeadlines,
+  stageDeadlineScheduler,
+  type DispatchDeps,
+  type RunExecutor,
+} from '@runtasks/shared/engine';
+import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Pool } from 'pg';
+import type { JobContext, JobData } from './jobs/context.ts';
+import { PROCESSORS } from './jobs/processors.ts';
 import { OutboxRelay } from './outbox-relay.ts';
 
 export interface WorkerDeps {
@@ -61,24 +51,11 @@ export interface RunningWorker {
   close(): Promise<void>;
 }
 
-interface JobData {
-  runId?: string;
-  resultId?: string;
-  /** run.created: the stage the API started as it created the run, whose first attempts are to deliver (and task.deadline's of earlier versions). */
-  stageId?: string;
-  /** task.deadline: the stages whose results' progress deadline it is (a result's id in jobs of earlier versions). */
-  stageIds?: string[];
-}
-
-/** Stages in one deadline job at most. */
-const DEADLINE_BATCH = 500;
-
 /** Longer than a worker connection's longest wait between reconnection attempts. */
 const RECONNECT_WAIT_MS = MAX_RECONNECT_DELAY_MS + 1_000;
 
-const advanceJobId = (runId: string): string => `run-advance.${runId}.${Date.now()}${randomAlphanumeric(6)}`;
-
-export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
+/** The Redis connections of one worker, each reporting its errors and kept for the close. */
+function redisConnections(deps: WorkerDeps): { connections: Redis[]; connection: () => Redis } {
   const connections: Redis[] = [];
   const connection = (): Redis => {
     const client = workerConnection(deps.config.redisUrl, (copy) => connections.push(copy));
@@ -86,190 +63,58 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     connections.push(client);
     return client;
   };
-  const prefix = deps.config.queuePrefix;
-  const queueClient = connection();
-  const queue = new Queue(QUEUES.runs, { connection: queueClient, prefix });
-  const workerClient = connection();
-  const taskClient = deps.taskClient ?? createTaskClient({ allowlist: deps.config.taskDestinationAllowlist });
-  const executor = deps.executor ?? immediateExecutor;
-  const settings = {
-    ...resultDeadlines(deps.config),
-    attemptLeaseSeconds: ATTEMPT_LEASE_MS / 1000,
-    issueToken: (resultId: string) => issueCallbackToken(deps.secrets, resultId),
-    localExecutionTimeoutSeconds: deps.config.localExecutionTimeoutSeconds,
-  };
-  const metrics = deps.metrics ?? new Metrics();
-  // The advances' statements, planned generically and by index (see genericIndexPool). Each holds a
-  // connection for one statement only, so half the main pool's size serves them.
-  const advanceDb = await genericIndexPoolOrBase(
-    await nativePool(deps.orm.em),
-    Math.max(1, Math.ceil(deps.config.databasePoolSize / 2)),
-    (error) =>
-      deps.logger.warn(
-        { err: error },
-        "the database refused the advances' session settings (a pooler that does not track them?): advances run on the main pool",
-      ),
-  );
-  const dispatchDeps = {
+  return { connections, connection };
+}
+
+/** The deliveries' dependencies; acknowledgements go through `pool`, as the advances' statements do. */
+function dispatchDependencies(deps: WorkerDeps, taskClient: TaskClient, pool: Pool, metrics: Metrics): DispatchDeps {
+  return {
     secrets: deps.secrets,
     taskClient,
     publicBaseUrl: deps.config.publicBaseUrl,
     retryDelaysMs: deps.config.taskRetryDelaysMs,
     // On the advances' pool too: left to choose, PostgreSQL plans this statement for its arrays at
     // every execution (each acknowledgement batch), which doubles its cost on the server.
-    acknowledgements: new Acknowledgements(advanceDb.pool),
+    acknowledgements: new Acknowledgements(pool),
     onDelivery: (outcome: DeliveryOutcome) => {
       const label = outcome.kind === 'response' ? (outcome.status === 200 ? 'acknowledged' : `http_${outcome.status}`) : outcome.errorKind;
       metrics.taskRequestDuration.observe({ outcome: label }, outcome.durationMs / 1000);
     },
   };
-  const graceSeconds = Math.max(1, (2 * deps.config.sweeperIntervalMs) / 1000);
-  // Where this worker's next sweep goes on looking at idle runs (each pass looks at a bounded number).
-  let idleCursor: IdleRunCursor | undefined;
+}
 
-  // One delayed task.deadline job for the stages started while the previous one was being added (one
-  // stage each when idle): under load, a handful of jobs a second instead of one per stage, in Redis
-  // for the whole progress timeout. Added after the stages started, so it fires after their deadline.
-  const stageDeadlines = new BatchWriter<string>(async (stageIds) => {
-    const [first] = stageIds;
-    await queue.add(
-      JOBS.taskDeadline,
-      { stageIds },
-      {
-        jobId: stageIds.length === 1 ? `task-deadline.${first}` : `task-deadline.${first}.and-${stageIds.length - 1}`,
-        delay: settings.progressTimeoutSeconds * 1000 + 50,
-        ...JOB_OPTIONS,
-      },
-    );
-  }, DEADLINE_BATCH);
-
-  const enqueueAdvance = (runId: string) => queue.add(JOBS.runAdvance, { runId }, { jobId: advanceJobId(runId), ...JOB_OPTIONS });
-  const enqueueDispatch = (resultId: string, attempt: number, delay = 0) =>
-    queue.add(JOBS.taskDispatch, { resultId }, { jobId: taskDispatchJobId(resultId, attempt), delay, ...JOB_OPTIONS });
-  // Not the deterministic id: the lost job may still hold it (active in a crashed worker until BullMQ's
-  // stall check), and BullMQ would drop the re-drive as a duplicate. The claim makes extra jobs harmless.
-  const redriveDispatch = (resultId: string, attempt: number) =>
-    queue.add(
-      JOBS.taskDispatch,
-      { resultId },
-      { jobId: `${taskDispatchJobId(resultId, attempt)}.redrive-${Date.now()}${randomAlphanumeric(6)}`, ...JOB_OPTIONS },
-    );
-
-  const processors: Record<JobName, (job: Job<JobData>) => Promise<unknown>> = {
-    [JOBS.runCreated]: (job) => (job.data.stageId ? processStartedAtCreation(job, job.data.stageId) : processAdvance(job)),
-    [JOBS.runAdvance]: (job) => processAdvance(job),
-    async [JOBS.taskDispatch](job) {
-      const resultId = job.data.resultId ?? '';
-      const outcome = await dispatchResult(deps.orm.em.fork(), dispatchDeps, resultId);
-      deps.logger.debug({ jobId: job.id, taskResultId: resultId, outcome: outcome.kind }, 'task dispatch');
-      await followUp(resultId, outcome);
-      return outcome.kind;
-    },
-    async [JOBS.taskDeadline](job) {
-      // Woken at the progress deadline; a deadline extended by progress callbacks makes this a no-op
-      // (the sweeper catches the later one). One stage or one result in jobs of earlier versions.
-      const stageIds = job.data.stageIds ?? (job.data.stageId ? [job.data.stageId] : undefined);
-      const runIds = await expireResults(deps.orm.em.fork(), stageIds ? { stageIds } : { resultId: job.data.resultId ?? '' });
-      await Promise.all(runIds.map(enqueueAdvance));
-      return runIds.length;
-    },
-    async [JOBS.sweep](job) {
-      try {
-        const {
-          runIds,
-          resultIds,
-          idleCursor: next,
-        } = await sweep(deps.orm.em.fork(), graceSeconds, {
-          idleCursor,
-          maxAttempts: deps.config.taskRetryDelaysMs.length + 1,
-          localExecutionTimeoutSeconds: deps.config.localExecutionTimeoutSeconds,
-        });
-        idleCursor = next;
-        await Promise.all([...runIds.map(enqueueAdvance), ...resultIds.map(({ id, attempt }) => redriveDispatch(id, attempt))]);
-        return { runs: runIds.length, results: resultIds.length };
-      } catch (error) {
-        // The next sweep comes within its interval and does this one's work: a pass the outage prevented
-        // is skipped, neither retried (sweeps would pile up for as long as it lasts) nor failed.
-        if (!isBackingServiceUnavailable(error)) throw error;
-        deps.logger.debug({ err: error, jobId: job.id }, 'sweep skipped: a backing service is unavailable');
-        return { skipped: 'a backing service is unavailable' };
-      }
-    },
-  };
-
-  /** What a delivery attempt leaves to do: a retry later, or the run's next step once its result ended. */
-  async function followUp(resultId: string, outcome: DispatchOutcome): Promise<void> {
-    if (outcome.kind === 'retry') await enqueueDispatch(resultId, outcome.attempt, outcome.delayMs);
-    if (outcome.kind === 'final') await enqueueAdvance(outcome.runId);
-  }
-
-  async function processAdvance(job: Job<JobData>): Promise<number> {
-    const runId = job.data.runId ?? '';
-    const em = deps.orm.em.fork();
-    const started = await advanceRun(em, advanceDb.pool, runId, executor, settings);
-    deps.logger.debug({ jobId: job.id, jobName: job.name, runId, dispatching: started.length }, 'run advanced');
-    return deliverStarted(job, em, started);
-  }
-
-  /** A run the API created in its first stage: that stage's results are claimed and delivered (no advance to make). */
-  async function processStartedAtCreation(job: Job<JobData>, stageId: string): Promise<number> {
-    const em = deps.orm.em.fork();
-    const claimed = await claimStartedAtCreation(em, stageId);
-    deps.logger.debug({ jobId: job.id, jobName: job.name, runId: job.data.runId, dispatching: claimed.length }, 'created stage claimed');
-    return deliverStarted(
-      job,
-      em,
-      claimed.map((row) => ({ stageId, row, issued: undefined })),
-    );
-  }
-
-  async function deliverStarted(job: Job<JobData>, em: EntityManager, started: readonly StartedResult[]): Promise<number> {
-    if (started.length === 0) return 0;
-    // After commit, the started results' first attempts, claimed by the advance, are delivered here (no
-    // job in between); a crash before they end leaves leases the sweeper re-drives when they expire.
-    // Meanwhile the started stages' deadline is scheduled (their results share it; one extended by
-    // progress is the sweeper's).
-    const scheduled = Promise.all([...new Set(started.map((result) => result.stageId))].map((stageId) => stageDeadlines.write(stageId)));
-    // Awaited after the deliveries; a rejection meanwhile must not count as unhandled.
-    scheduled.catch(() => undefined);
-    const delivered = await Promise.allSettled(
-      started.map(async ({ row, issued }) => {
-        const outcome = await deliverClaimed(em, dispatchDeps, row, tokenOf(deps.secrets, row, issued));
-        deps.logger.debug({ jobId: job.id, taskResultId: row.id, outcome: outcome.kind }, 'task dispatch');
-        await followUp(row.id, outcome);
-      }),
-    );
-    await scheduled;
-    const failed = delivered.find((settled) => settled.status === 'rejected');
-    if (failed) throw failed.reason;
-    return started.length;
-  }
-
-  const worker = new Worker<JobData>(
-    QUEUES.runs,
-    async (job) => {
-      const processor = processors[job.name as JobName];
-      // Refuse unknown jobs loudly rather than completing them silently.
-      if (!processor) throw new UnrecoverableError(`no processor for job ${job.name}`);
-      const stopTimer = metrics.jobDuration.startTimer({ name: job.name });
-      try {
-        const result = await processor(job);
-        stopTimer({ outcome: 'completed' });
-        return result;
-      } catch (error) {
-        stopTimer({ outcome: 'failed' });
-        throw error;
-      }
-    },
-    {
-      connection: workerClient,
-      prefix,
-      concurrency: deps.config.workerConcurrency,
-      settings: {
-        backoffStrategy: (failures, _type, error, job) => jobBackoff(failures, error, job ?? { timestamp: 0, opts: {} }, Date.now()),
-      },
-    },
+/**
+ * The advances' statements, planned generically and by index (see genericIndexPool). Each holds a
+ * connection for one statement only, so half the main pool's size serves them.
+ */
+async function advancePool(deps: WorkerDeps): Promise<{ pool: Pool; end: () => Promise<void> }> {
+  return genericIndexPoolOrBase(await nativePool(deps.orm.em), Math.max(1, Math.ceil(deps.config.databasePoolSize / 2)), (error) =>
+    deps.logger.warn(
+      { err: error },
+      "the database refused the advances' session settings (a pooler that does not track them?): advances run on the main pool",
+    ),
   );
+}
+
+/** Runs each job through its processor, timed; unknown jobs are refused loudly rather than completed silently. */
+function processJob(context: JobContext, metrics: Metrics) {
+  return async (job: Job<JobData>): Promise<unknown> => {
+    const processor = PROCESSORS[job.name as JobName];
+    if (!processor) throw new UnrecoverableError(`no processor for job ${job.name}`);
+    const stopTimer = metrics.jobDuration.startTimer({ name: job.name });
+    try {
+      const result = await processor(context, job);
+      stopTimer({ outcome: 'completed' });
+      return result;
+    } catch (error) {
+      stopTimer({ outcome: 'failed' });
+      throw error;
+    }
+  };
+}
+
+/** The sweeper's schedule, kept across Redis restarts, and the queue's and worker's events, logged. */
+function watch(deps: WorkerDeps, queue: Queue, queueClient: Redis, worker: Worker<JobData>): void {
   // Not awaited: with Redis down this waits for it to come back, and start-up must not.
   const scheduleSweeper = (): void => {
     queue
@@ -291,6 +136,47 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     else if (isBackingServiceUnavailable(error)) deps.logger.debug(details, 'job retried: a backing service is unavailable');
     else deps.logger.warn(details, 'job attempt failed; retried');
   });
+}
+
+export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
+  const { connections, connection } = redisConnections(deps);
+  const prefix = deps.config.queuePrefix;
+  const queueClient = connection();
+  const queue = new Queue(QUEUES.runs, { connection: queueClient, prefix });
+  const workerClient = connection();
+  const taskClient = deps.taskClient ?? createTaskClient({ allowlist: deps.config.taskDestinationAllowlist });
+  const deadlines = resultDeadlines(deps.config);
+  const metrics = deps.metrics ?? new Metrics();
+  const advanceDb = await advancePool(deps);
+  const context: JobContext = {
+    config: deps.config,
+    orm: deps.orm,
+    logger: deps.logger,
+    secrets: deps.secrets,
+    queue,
+    executor: deps.executor ?? immediateExecutor,
+    settings: {
+      ...deadlines,
+      attemptLeaseSeconds: ATTEMPT_LEASE_MS / 1000,
+      issueToken: (resultId: string) => issueCallbackToken(deps.secrets, resultId),
+      localExecutionTimeoutSeconds: deps.config.localExecutionTimeoutSeconds,
+    },
+    advanceDb: advanceDb.pool,
+    dispatchDeps: dispatchDependencies(deps, taskClient, advanceDb.pool, metrics),
+    stageDeadlines: stageDeadlineScheduler(queue, deadlines),
+    graceSeconds: Math.max(1, (2 * deps.config.sweeperIntervalMs) / 1000),
+    sweep: { idleCursor: undefined },
+  };
+
+  const worker = new Worker<JobData>(QUEUES.runs, processJob(context, metrics), {
+    connection: workerClient,
+    prefix,
+    concurrency: deps.config.workerConcurrency,
+    settings: {
+      backoffStrategy: (failures, _type, error, job) => jobBackoff(failures, error, job ?? { timestamp: 0, opts: {} }, Date.now()),
+    },
+  });
+  watch(deps, queue, queueClient, worker);
   const relay = new OutboxRelay({
     orm: deps.orm,
     queue,

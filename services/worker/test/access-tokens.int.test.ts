@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { CALLBACK_TOKEN_PREFIX, nativePool } from '@runtasks/shared';
-import type { StartedResult } from '../src/engine/advance-run.ts';
-import { tokenOf } from '../src/engine/dispatch.ts';
+import { CALLBACK_TOKEN_PREFIX } from '@runtasks/shared/security';
+import { nativePool } from '@runtasks/shared/db';
+import { type StartedResult, tokenOf } from '@runtasks/shared/engine';
 import { startAdvanceFixture, type AdvanceFixture } from './support/advance-fixture.ts';
 
 interface TokenColumns {

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { nativePool, newId } from '@runtasks/shared';
+import { nativePool } from '@runtasks/shared/db';
+import { newId } from '@runtasks/shared/domain';
 import type { Pool } from 'pg';
 import { createRun, seedOrganization } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
-import { Acknowledgements } from '../src/engine/dispatch.ts';
+import { Acknowledgements } from '@runtasks/shared/engine';
 
 const TASKS = 10;
 

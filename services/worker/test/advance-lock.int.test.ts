@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { nativePool } from '@runtasks/shared';
+import { nativePool } from '@runtasks/shared/db';
 import { eventually } from '../../../test/support/fixtures.ts';
-import type { RunExecutor } from '../src/engine/executor.ts';
+import type { RunExecutor } from '@runtasks/shared/engine';
 import { startAdvanceFixture, type AdvanceFixture } from './support/advance-fixture.ts';
 
 interface Versions {

@@ -1,5 +1,6 @@
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
-import { JOBS, QUEUES, randomAlphanumeric, runCreatedJobId } from '@runtasks/shared';
+import { JOBS, QUEUES, runCreatedJobId } from '@runtasks/shared/queue';
+import { randomAlphanumeric } from '@runtasks/shared/domain';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { mkdir, writeFile } from 'node:fs/promises';

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { nativePool } from '@runtasks/shared';
-import { CLAIM, claimStartedAtCreation, ATTEMPT_LEASE_MS } from '../src/engine/dispatch.ts';
-import { sweep } from '../src/engine/sweeper.ts';
+import { nativePool } from '@runtasks/shared/db';
+import { CLAIM, claimStartedAtCreation, ATTEMPT_LEASE_MS, sweep } from '@runtasks/shared/engine';
 import { api, attachTask, createRun, createTask, eventually, seedOrganization } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
 import { startScriptedServer, type ScriptedServer } from '../../../test/support/scripted-server.ts';

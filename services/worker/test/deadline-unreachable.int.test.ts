@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { nativePool } from '@runtasks/shared';
-import { expireResults, sweep } from '../src/engine/sweeper.ts';
+import { nativePool } from '@runtasks/shared/db';
+import { expireResults, sweep } from '@runtasks/shared/engine';
 import { startAdvanceFixture, type AdvanceFixture } from './support/advance-fixture.ts';
 
 /**

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { nativePool, newId } from '@runtasks/shared';
+import { nativePool } from '@runtasks/shared/db';
+import { newId } from '@runtasks/shared/domain';
 import type { ServerResponse } from 'node:http';
 import { attachTask, createRun, createTask, seedOrganization } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
@@ -11,7 +12,7 @@ import {
   dispatchResult,
   tokenOf,
   type DispatchDeps,
-} from '../src/engine/dispatch.ts';
+} from '@runtasks/shared/engine';
 
 interface ResultRow {
   status: string;

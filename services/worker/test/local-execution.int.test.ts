@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
-import { issueCallbackToken, nativePool, resultDeadlines, type RunStage } from '@runtasks/shared';
+import { issueCallbackToken } from '@runtasks/shared/security';
+import { nativePool } from '@runtasks/shared/db';
+import { resultDeadlines } from '@runtasks/shared/engine';
+import { type RunStage } from '@runtasks/shared/domain';
 import { expectError, expectNotFound, uniqueName } from '../../../test/support/assertions.ts';
 import {
   api,
@@ -21,9 +24,7 @@ import {
   startPlanReader,
   type PlanRead,
 } from '../../../test/support/plan-documents.ts';
-import { advanceRun } from '../src/engine/advance-run.ts';
-import { ATTEMPT_LEASE_MS } from '../src/engine/dispatch.ts';
-import { immediateExecutor } from '../src/engine/executor.ts';
+import { advanceRun, ATTEMPT_LEASE_MS, immediateExecutor } from '@runtasks/shared/engine';
 import { startWorker, type RunningWorker } from '../src/worker.ts';
 
 /**

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { JOBS, QUEUES, type EnforcementLevel, type RunStage } from '@runtasks/shared';
+import { JOBS, QUEUES } from '@runtasks/shared/queue';
+import { type EnforcementLevel, type RunStage } from '@runtasks/shared/domain';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { spawn, type ChildProcess } from 'node:child_process';

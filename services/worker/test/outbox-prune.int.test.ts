@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { nativePool, QUEUES } from '@runtasks/shared';
+import { nativePool } from '@runtasks/shared/db';
+import { QUEUES } from '@runtasks/shared/queue';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { Pool } from 'pg';

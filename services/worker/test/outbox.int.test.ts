@@ -1,5 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
-import { JOB_OPTIONS, JOBS, outboxJobId, QUEUES, recordOutboxEvent, runCreatedJobId, type Config } from '@runtasks/shared';
+import { JOB_OPTIONS, JOBS, outboxJobId, QUEUES, runCreatedJobId } from '@runtasks/shared/queue';
+import { recordOutboxEvent } from '@runtasks/shared/db';
+import { type Config } from '@runtasks/shared/config';
 import { Queue, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { configurationArchive } from '../../../test/support/archives.ts';

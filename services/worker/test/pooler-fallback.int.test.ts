@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { nativePool, openOrm } from '@runtasks/shared';
+import { nativePool, openOrm } from '@runtasks/shared/db';
 import { pino } from 'pino';
 import { attachTask, createRun, createTask, eventually, seedOrganization } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { clientRunner, insertPlannedStages, issueCallbackToken, nativePool } from '@runtasks/shared';
+import { insertPlannedStages } from '@runtasks/shared/engine';
+import { issueCallbackToken } from '@runtasks/shared/security';
+import { nativePool } from '@runtasks/shared/db';
 import { attachTask, createRun, createWorkspace, eventually, uniqueName } from '../../../test/support/fixtures.ts';
 import { startAdvanceFixture, type AdvanceFixture } from './support/advance-fixture.ts';
 
@@ -96,11 +98,11 @@ describe("a run's task stages are planned once", () => {
     const client = await (await nativePool(fx.orm.em)).connect();
     try {
       const issue = (resultId: string) => issueCallbackToken(fx.h.secrets, resultId);
-      const first = await insertPlannedStages(clientRunner(client), runId, issue);
+      const first = await insertPlannedStages(client, runId, issue);
       const planned = await rowsOf(runId);
       expect(planned.stages).toHaveLength(1);
       expect(planned.results).toHaveLength(1);
-      const second = await insertPlannedStages(clientRunner(client), runId, issue);
+      const second = await insertPlannedStages(client, runId, issue);
       expect(second).toEqual(first);
       expect(await rowsOf(runId)).toEqual(planned);
     } finally {
@@ -115,7 +117,7 @@ describe("a run's task stages are planned once", () => {
     try {
       await first.query('begin');
       await first.query('select id from runs where id = $1 for update', [runId]);
-      await insertPlannedStages(clientRunner(first), runId, (resultId) => issueCallbackToken(fx.h.secrets, resultId));
+      await insertPlannedStages(first, runId, (resultId) => issueCallbackToken(fx.h.secrets, resultId));
       await first.query('update runs set stages_planned = true where id = $1', [runId]);
       // A task attached after that plan: it is for later runs, and a second plan would take it in.
       await attachTask(fx.h, fx.f, workspaceId, taskIds[1] ?? '', 'mandatory', ['pre_apply']);

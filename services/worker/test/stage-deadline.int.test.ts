@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { JOBS } from '@runtasks/shared';
+import { JOBS } from '@runtasks/shared/queue';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { api, eventually, seedOrganization } from '../../../test/support/fixtures.ts';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { nativePool } from '@runtasks/shared';
-import { sweep, type IdleRunCursor } from '../src/engine/sweeper.ts';
+import { nativePool } from '@runtasks/shared/db';
+import { sweep, type IdleRunCursor } from '@runtasks/shared/engine';
 import { startAdvanceFixture, type AdvanceFixture } from './support/advance-fixture.ts';
 
 const GRACE_SECONDS = 30;

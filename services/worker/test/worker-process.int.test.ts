@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { QUEUES } from '@runtasks/shared';
+import { QUEUES } from '@runtasks/shared/queue';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { spawn, type ChildProcess } from 'node:child_process';

@@ -11,5 +11,4 @@ export * from './wait-for-services.ts';
 export * from './principals-notify.ts';
 export * from './outbox.ts';
 export * from './prepared.ts';
-export * from './plan-run.ts';
 export * from './listener.ts';

@@ -11,7 +11,7 @@ import { single } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
 import { serializeAdminOrganization } from '../serializers/admin-organization.serializer.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
-import { deleteOrganization, organizationSearch } from './organizations.routes.ts';
+import { deleteOrganization, organizationSearch } from '../services/organization.service.ts';
 import { flexibleBoolean, noRelationships } from './schemas.ts';
 
 const timeout = z.string().refine(isWorkerTimeout, 'must be a duration in hours, minutes and seconds, such as "24h" or "1h30m"');

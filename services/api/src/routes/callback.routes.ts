@@ -1,16 +1,7 @@
-import {
-  ApiError,
-  DB_NOW_ISO,
-  isDeadlock,
-  newId,
-  OUTCOME_LIMITS,
-  outcomeLimitBreach,
-  prepared,
-  runPrepared,
-  unauthorized,
-  type Queryable,
-} from '@runtasks/shared';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { ApiError, unauthorized } from '@runtasks/shared/errors';
+import { newId, OUTCOME_LIMITS, outcomeLimitBreach } from '@runtasks/shared/domain';
+import { prepared, runPrepared, type Queryable } from '@runtasks/shared/db';
+import { prepareCallback, recordCallback } from '@runtasks/shared/engine';
 import { z } from 'zod';
 import { currentCallbackRefusal } from '../auth/authenticate.ts';
 import { poolOf, type ApiContext } from '../context.ts';
@@ -57,71 +48,13 @@ type OutcomeInput = z.output<typeof outcome>;
 
 const flatten = (item: OutcomeInput): z.output<typeof outcomeAttributes> => ('attributes' in item ? item.attributes : item);
 
-/**
- * A callback in one statement (one round trip, atomic without an explicit transaction), its outcomes
- * included. Only its own result's row is locked (by the update, which rechecks the row's newest
- * version): whether this verdict closed the stage, and then the run's wake-up, is the business of the
- * task_results trigger, which counts the stage's open results on the stage row (see TaskResult).
- * $1 result id, $2 token hash, $3 status, $4 message, $5 url, $6 progress timeout (s),
- * $7 outcomes added, $8 their bodies' bytes, $9 outcomes a result may keep, $10 bytes it may keep,
- * $11 … $16 the outcomes' columns as arrays (ids, outcome ids, descriptions, bodies, urls, tags).
- * The caps are checked by the update that counts the outcomes, under the row lock, and the outcomes are
- * added only when it did: two callbacks at once cannot both pass a cap that only one of them fits.
- * Past its progress deadline a result takes no callback (the sweeper or its deadline job ends it as
- * errored). No row means the callback was refused, which is rare: why is read afterwards
- * (currentCallbackRefusal, then the caps) rather than by every callback. The token's hash is compared as
- * an expression so that only the primary key can find the row: its unique index could too, and a
- * generic plan may pick either, but the primary key's pages are the ones every statement on results
- * keeps warm (test/plans.int.test.ts). No hash is empty. A `running` callback moves the progress
- * deadline on, never past the hard deadline. clock_timestamp() keeps the outcomes' order (the list is
- * read ordered by it).
- */
-export const CALLBACK = prepared(
-  'callback',
-  `with updated as (
-     update task_results tr set status = $3::text,
-          message = coalesce($4::text, tr.message), url = coalesce($5::text, tr.url),
-          status_timestamps = case when (tr.status_timestamps ->> ($3::text || '-at')) is not null then tr.status_timestamps
-                                   else tr.status_timestamps || jsonb_build_object($3::text || '-at', ${DB_NOW_ISO}) end,
-          progress_deadline = case when $3::text = 'running'
-                                   then least(now() + make_interval(secs => $6::double precision), coalesce(tr.hard_deadline, 'infinity'))
-                                   else tr.progress_deadline end,
-          outcomes_count = tr.outcomes_count + $7::int, outcomes_bytes = tr.outcomes_bytes + $8::int,
-          version = tr.version + 1, updated_at = now()
-    where tr.id = $1 and coalesce(tr.callback_token_hash, '') = $2 and tr.status in ('pending', 'running')
-      and (tr.hard_deadline is null or tr.hard_deadline > now()) and (tr.progress_deadline is null or tr.progress_deadline > now())
-      and tr.outcomes_count + $7::int <= $9::int and tr.outcomes_bytes + $8::int <= $10::int
-   returning ${columnList(TASK_RESULT_COLUMNS, 'tr')}),
-   added as (
-     insert into task_result_outcomes (id, task_result_id, outcome_id, description, body, url, tags, created_at)
-     select o.id, $1, o.outcome_id, o.description, o.body, o.url, o.tags::jsonb, clock_timestamp()
-       from unnest($11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[])
-            with ordinality as o(id, outcome_id, description, body, url, tags, position)
-      where exists (select 1 from updated)
-      order by o.position)
-   select * from updated`,
-);
+/** The engine's callback statement (prepareCallback), returning the result's columns as the API serializes them. */
+export const CALLBACK = prepareCallback(columnList(TASK_RESULT_COLUMNS, 'tr'));
 
 const OUTCOME_AMOUNT = prepared(
   'callback-outcome-amount',
   'select outcomes_count, outcomes_bytes from task_results where id = $1 and callback_token_hash = $2',
 );
-
-/** Deadlocks are resolved by PostgreSQL aborting one side; the callback's statement is safe to repeat. */
-const DEADLOCK_ATTEMPTS = 3;
-
-async function withDeadlockRetry<T>(work: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt += 1) {
-    try {
-      return await work();
-    } catch (error) {
-      if (!isDeadlock(error) || attempt >= DEADLOCK_ATTEMPTS) throw error;
-      // The other side goes on as soon as this one is aborted; retried at once, this one can take the
-      // same first lock again before it does and close the same cycle. A short, jittered pause lets it pass.
-      await sleep(attempt * (10 + Math.random() * 20));
-    }
-  }
-}
 
 /** The outcomes' columns as the statement's arrays ($11 … $16), in the order they were given. */
 function outcomeColumns(outcomes: OutcomeInput[]): unknown[][] {
@@ -191,16 +124,14 @@ async function callback(ctx: ApiContext): Promise<void> {
     ...outcomeColumns(outcomes),
   ];
   const pool = await poolOf(ctx);
-  const updated = await withDeadlockRetry(async () => {
-    const [row] = await runPrepared<TaskResultRow>(pool, CALLBACK, values);
-    if (row) return row;
-    // Refused: final, past a deadline, or not this token's (401), else over a cap — as the database has the row now.
+  const updated = await recordCallback<TaskResultRow>(pool, CALLBACK, values);
+  // Refused: final, past a deadline, or not this token's (401), else over a cap — as the database has the row now.
+  if (!updated)
     throw (
       (await currentCallbackRefusal(pool, resultId, tokenHash)) ??
       (await outcomeRefusal(pool, resultId, tokenHash, adding)) ??
       unauthorized()
     );
-  });
   respond(ctx, 200, single(serializeTaskResult(taskResultFromRow(updated))));
 }
 

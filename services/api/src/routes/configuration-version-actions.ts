@@ -4,7 +4,7 @@ import { FINAL_RUN_STATUSES } from '@runtasks/shared/domain';
 import { z } from 'zod';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
-import { findVersion } from './configuration-versions.routes.ts';
+import { findVersion } from '../services/configuration-version-lookup.ts';
 import { respond, type RouteDef } from './define.ts';
 import { safeText } from './schemas.ts';
 

@@ -1,11 +1,10 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { ApiError, conflict, notFound } from '@runtasks/shared/errors';
 import { newId, queueStateAtCreation } from '@runtasks/shared/domain';
-import { ConfigurationVersion, DB_NOW_ISO, inTransaction, resultDeadlines, nativePool, numbered, Run } from '@runtasks/shared/db';
-import { admitAfterChange } from '@runtasks/shared/engine';
+import { ConfigurationVersion, DB_NOW_ISO, inTransaction, nativePool, numbered, Run } from '@runtasks/shared/db';
+import { admitAfterChange, resultDeadlines } from '@runtasks/shared/engine';
 import { generateToken, isPlausibleToken, issueCallbackToken } from '@runtasks/shared/security';
 import { z } from 'zod';
-import { workspaceScope, type WorkspaceNeed } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { single } from '../http/jsonapi.ts';
@@ -19,6 +18,7 @@ import { configurationVersionActionRoutes } from './configuration-version-action
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { flexibleBoolean } from './schemas.ts';
 import { findWorkspace } from '../services/workspace.service.ts';
+import { findVersion } from '../services/configuration-version-lookup.ts';
 
 const UPLOAD_TOKEN_PREFIX = 'rtup_';
 
@@ -42,13 +42,6 @@ const createSchema = z.object({
 function parseCreateAttributes(body: unknown): z.output<typeof createSchema>['data']['attributes'] {
   const empty = body === undefined || (typeof body === 'object' && body !== null && !Array.isArray(body) && Object.keys(body).length === 0);
   return empty ? {} : parseWith(createSchema, body).data.attributes;
-}
-
-export async function findVersion(ctx: ApiContext, need: WorkspaceNeed = 'runs:read'): Promise<ConfigurationVersion> {
-  const scope = workspaceScope(ctx.state.principal, need);
-  if (!scope) throw notFound();
-  const where = { id: ctx.params['configuration_version_id'] ?? '', workspace: scope } as FilterQuery<ConfigurationVersion>;
-  return orNotFound(await ctx.state.em.findOne(ConfigurationVersion, where));
 }
 
 async function create(ctx: ApiContext): Promise<void> {

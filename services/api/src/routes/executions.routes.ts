@@ -1,5 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { ApiError, conflict, notFound, readPlan, Run } from '@runtasks/shared';
+import { ApiError, conflict, notFound } from '@runtasks/shared/errors';
+import { readPlan } from '@runtasks/shared/domain';
+import { Run } from '@runtasks/shared/db';
 import { z } from 'zod';
 import type { WorkspaceNeed } from '../auth/scopes.ts';
 import { poolOf, type ApiContext } from '../context.ts';
@@ -9,7 +11,8 @@ import { readRawBody } from '../http/raw-body.ts';
 import { serializeApply, serializePlan } from '../serializers/execution.serializer.ts';
 import { reportTransition, takeReport, type ExecutionReport } from '../services/execution-report.service.ts';
 import { respond, type RouteDef } from './define.ts';
-import { findRun, MAX_PLAN_DEPTH, nestsDeeperThan, someString } from './runs.routes.ts';
+import { findRun } from '../services/run-lookup.service.ts';
+import { MAX_PLAN_DEPTH, nestsDeeperThan, someString } from './schemas.ts';
 import { safeText } from './schemas.ts';
 
 type Where = (ctx: ApiContext) => FilterQuery<Run>;

@@ -16,16 +16,20 @@ import { teamRoutes } from './teams.routes.ts';
 import { tokenRoutes } from './tokens.routes.ts';
 import { workspaceRoutes } from './workspaces.routes.ts';
 import { workspaceLockRoutes } from './workspace-lock.routes.ts';
+import { tokenIdRoutes } from './token-ids.routes.ts';
+import { planJsonRoutes } from './plan-json.routes.ts';
 
 /** Every API route. The isolation test walks this table, so a new route is covered automatically. */
 export const ROUTES: readonly RouteDef[] = [
   ...metaRoutes,
   ...organizationRoutes,
   ...tokenRoutes,
+  ...tokenIdRoutes,
   ...teamRoutes,
   ...teamWorkspaceRoutes,
   ...workspaceRoutes,
   ...runRoutes,
+  ...planJsonRoutes,
   ...executionRoutes,
   ...runTaskRoutes,
   ...workspaceTaskRoutes,

@@ -1,9 +1,8 @@
 import type { FilterQuery } from '@mikro-orm/core';
-import { ApiError, invalidParameter, notFound } from '@runtasks/shared/errors';
+import { ApiError, notFound } from '@runtasks/shared/errors';
 import { EDITIONS, newId } from '@runtasks/shared/domain';
-import { createOwnersTeam, inLongTransaction, Organization } from '@runtasks/shared/db';
+import { createOwnersTeam, Organization } from '@runtasks/shared/db';
 import { z } from 'zod';
-import { principalsChanged } from '../auth/authenticate.ts';
 import { organizationPermissions } from '../auth/permissions.ts';
 import { isAdmin, isOwnerOf } from '../auth/principal.ts';
 import { organizationScope } from '../auth/scopes.ts';
@@ -16,7 +15,7 @@ import { serializeDefaultProject, serializeEntitlementSet, serializeOrganization
 import { publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
 import { applyOrganizationSettings, organizationSettings } from './organization-settings.ts';
 import { flexibleBoolean, nameSchema, noRelationships, resourceDocument } from './schemas.ts';
-import { findOrganization } from '../services/organization.service.ts';
+import { deleteOrganization, findOrganization, organizationSearch } from '../services/organization.service.ts';
 
 const emailSchema = z.email('must be a valid email address').max(255);
 
@@ -65,17 +64,6 @@ async function create(ctx: ApiContext): Promise<void> {
   respond(ctx, 201, single(serializeWithPermissions(ctx, organization)));
 }
 
-/** `q`: organizations whose name or email contains the text, in any case (HCP's search). */
-export function organizationSearch(query: ApiContext['query']): Record<string, unknown> {
-  const q = query['q'];
-  if (q === undefined || q === '') return {};
-  if (typeof q !== 'string') throw invalidParameter('q', 'q must be given at most once.');
-  if (q.length > 255) throw invalidParameter('q', 'q must be at most 255 characters.');
-  // The text is matched as text: LIKE's wildcards and its escape character are escaped.
-  const pattern = `%${q.replace(/[\\%_]/g, (match) => `\\${match}`)}%`;
-  return { $or: [{ name: { $ilike: pattern } }, { email: { $ilike: pattern } }] };
-}
-
 async function list(ctx: ApiContext): Promise<void> {
   const page = parsePage(ctx.query);
   const scope = organizationScope(ctx.state.principal) ?? { id: null };
@@ -121,15 +109,6 @@ async function update(ctx: ApiContext): Promise<void> {
   applyOrganizationSettings(organization, attributes);
   await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
   respond(ctx, 200, single(serializeWithPermissions(ctx, organization)));
-}
-
-/** Deletes the organization and everything it owns, however much: no statement timeout, only a lock timeout. */
-export async function deleteOrganization(ctx: ApiContext, organization: Organization): Promise<void> {
-  await inLongTransaction(ctx.state.em, ctx.deps.config.databaseStatementTimeoutMs, (tx) =>
-    tx.nativeDelete(Organization, { id: organization.id }),
-  );
-  // Its tokens and teams went with it.
-  principalsChanged(ctx);
 }
 
 async function destroy(ctx: ApiContext): Promise<void> {

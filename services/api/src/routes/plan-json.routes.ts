@@ -2,7 +2,7 @@ import type { FilterQuery } from '@mikro-orm/core';
 import { Run } from '@runtasks/shared/db';
 import type { ApiContext } from '../context.ts';
 import { orNotFound, type RouteDef } from './define.ts';
-import { findRun } from './runs.routes.ts';
+import { findRun } from '../services/run-lookup.service.ts';
 
 /** A minimal valid plan document for runs created without one, so task servers always have a plan to read. */
 function minimalPlan(terraformVersion: string): Record<string, unknown> {

@@ -1,7 +1,7 @@
 import { invalidAttribute, notFound } from '@runtasks/shared/errors';
 import { queueStateAtCreation, type ExecutionMode, type RunAction } from '@runtasks/shared/domain';
-import { ConfigurationVersion, resultDeadlines, plannableTasksUnion, prepared, runPrepared, type TaskRow } from '@runtasks/shared/db';
-import { admitAfterChange, createInQueue, queueBusySql } from '@runtasks/shared/engine';
+import { ConfigurationVersion, prepared, runPrepared } from '@runtasks/shared/db';
+import { admitAfterChange, createInQueue, plannableTasksUnion, queueBusySql, resultDeadlines, type TaskRow } from '@runtasks/shared/engine';
 import { issueCallbackToken } from '@runtasks/shared/security';
 import { z } from 'zod';
 import { actorId } from '../auth/actor.ts';
@@ -17,7 +17,6 @@ import { serializeRun } from '../serializers/run.serializer.ts';
 import { runOptionAttributes, runOptionsFrom } from '../services/run-attributes.ts';
 import { applyRunAction, createRun, type RunPlace } from '../services/run.service.ts';
 import { includedForRuns, RUN_INCLUDES, stagesOf } from './run-includes.ts';
-import { planJsonRoutes } from './plan-json.routes.ts';
 import { findRunPage, RUN_LIST_PARAMS } from './run-list.ts';
 import { publicRequestUrl, respond, type RouteDef } from './define.ts';
 import {
@@ -258,5 +257,4 @@ export const runRoutes: RouteDef[] = [
     response: { status: 202, content: 'none' },
     handler: action('discard'),
   },
-  ...planJsonRoutes,
 ];

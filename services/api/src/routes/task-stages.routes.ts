@@ -1,9 +1,9 @@
-import type { FilterQuery } from '@mikro-orm/core';
-import { notFound, prepared, runPrepared, RUN_STAGES, TaskResult, TaskStage } from '@runtasks/shared';
-import { z } from 'zod';
+import { notFound } from '@runtasks/shared/errors';
+import { prepared, runPrepared, TaskResult, TaskStage } from '@runtasks/shared/db';
+import { RUN_STAGES } from '@runtasks/shared/domain';
 import { runPermissions, workspacePermissions, workspaceRights } from '../auth/permissions.ts';
 import { workspaceGrants } from '../auth/workspace-grants.ts';
-import { readableWorkspaceParams, readableWorkspaceSql, RUN_ROW, workspaceScope } from '../auth/scopes.ts';
+import { readableWorkspaceParams, readableWorkspaceSql, RUN_ROW } from '../auth/scopes.ts';
 import { poolOf, type ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
@@ -14,25 +14,14 @@ import { serializeRun } from '../serializers/run.serializer.ts';
 import { serializeTaskResult, serializeTaskStage } from '../serializers/task-stage.serializer.ts';
 import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
-import { canOverrideTasks, findRun } from './runs.routes.ts';
-import { safeText } from './schemas.ts';
+import { canOverrideTasks, findRun, findStage } from '../services/run-lookup.service.ts';
+import { overrideSchema } from './schemas.ts';
 import { overrideTaskStage } from '../services/task-stage.service.ts';
 
 const INCLUDES = ['run', 'run.workspace', 'task_results', 'policy_evaluations'] as const;
 type Include = (typeof INCLUDES)[number];
 
-/** go-tfe sends plain JSON here, not a JSON:API document: `{}` or `{"comment": "…"}`. */
-export const overrideSchema = z.object({ comment: safeText(10_000).nullable().optional() }).optional();
-
 const stageOrder = (stage: TaskStage): number => RUN_STAGES.indexOf(stage.stage);
-
-/** A stage the caller may read (its run's workspace scope in the same query), with its run, workspace and organization. */
-export async function findStage(ctx: ApiContext, id = ctx.params['task_stage_id'] ?? ''): Promise<TaskStage> {
-  const scope = workspaceScope(ctx.state.principal, 'runs:read');
-  if (!scope) throw notFound();
-  const where = { id, run: { workspace: scope } } as FilterQuery<TaskStage>;
-  return orNotFound(await ctx.state.em.findOne(TaskStage, where, { populate: ['run', 'run.workspace', 'run.organization'] }));
-}
 
 /** The stages' results in the order a stage lists them (as created). */
 async function resultsOf(ctx: ApiContext, stageIds: readonly string[]): Promise<TaskResult[]> {

@@ -11,7 +11,6 @@ import { parseWith } from '../http/body.ts';
 import { single } from '../http/jsonapi.ts';
 import { serializeToken } from '../serializers/token.serializer.ts';
 import { orNotFound, respond, type RouteDef } from './define.ts';
-import { tokenIdRoutes } from './token-ids.routes.ts';
 import { findOrganization } from '../services/organization.service.ts';
 import { noRelationships, safeText } from './schemas.ts';
 
@@ -142,4 +141,4 @@ function tokenRoutesFor(owner: TokenOwner): RouteDef[] {
   ];
 }
 
-export const tokenRoutes: RouteDef[] = [...tokenRoutesFor(organizationOwner), ...tokenRoutesFor(teamOwner), ...tokenIdRoutes];
+export const tokenRoutes: RouteDef[] = [...tokenRoutesFor(organizationOwner), ...tokenRoutesFor(teamOwner)];

@@ -1,9 +1,10 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { genericIndexPool, issueCallbackToken, nativePool, openOrm, resultDeadlines, type RunStage } from '@runtasks/shared';
+import { genericIndexPool, nativePool, openOrm } from '@runtasks/shared/db';
+import { issueCallbackToken } from '@runtasks/shared/security';
+import { resultDeadlines } from '@runtasks/shared/engine';
+import { type RunStage } from '@runtasks/shared/domain';
 import type { Pool } from 'pg';
-import { advanceRun, type StartedResult } from '../../src/engine/advance-run.ts';
-import { ATTEMPT_LEASE_MS } from '../../src/engine/dispatch.ts';
-import { immediateExecutor, type RunExecutor } from '../../src/engine/executor.ts';
+import { advanceRun, type StartedResult, ATTEMPT_LEASE_MS, immediateExecutor, type RunExecutor } from '@runtasks/shared/engine';
 import {
   attachTask,
   createRun,

@@ -12,7 +12,7 @@ const RunSchema = defineEntity({
     { name: 'runs_workspace_created_idx', properties: ['workspace', 'createdAt'] },
     // Whether a configuration version is in use (its upload and archive actions ask): no scan of every run.
     { name: 'runs_configuration_version_idx', properties: ['configurationVersionId'] },
-    // The sweeper's (services/worker/src/engine/sweeper.ts, IDLE_RUNS_SQL): its predicate is that query's.
+    // The sweeper's (shared/src/engine/sweeper.ts, IDLE_RUNS_SQL): its predicate is that query's.
     {
       name: 'runs_unfinished_idx',
       expression: `create index "runs_unfinished_idx" on "runs" ("updated_at") where "status" not in ('applied', 'post_apply_completed', 'planned_and_finished', 'discarded', 'errored', 'canceled')`,
@@ -56,7 +56,7 @@ const RunSchema = defineEntity({
     autoApply: p.boolean().default(false),
     hasTaskWarnings: p.boolean().default(false),
     // Set when the run's task stages are planned (at its creation): a pending run without stages and
-    // without this flag was created by an earlier version, and its first advance plans it (advance-run.ts).
+    // without this flag was created by an earlier version, and its first advance plans it (shared/src/engine/advance-run.ts).
     stagesPlanned: p.boolean().default(false),
     // `queued` while the run waits for its workspace, `holding` once admitted; null outside the queue (plan-only, or older runs).
     queueState: p.text().$type<QueueState>().nullable(),

@@ -1,6 +1,6 @@
 import { defineEntity, p } from '@mikro-orm/core';
 import type { EnforcementLevel, RunStage, TaskResultStatus } from '../../domain/statuses.ts';
-import { JOBS, OUTBOX_CHANNEL } from '../../queue/names.ts';
+import { STAGE_OPEN_COUNT_TRIGGER_BODY } from '../../engine/stage-count-trigger.ts';
 import { TaskStage } from './task-stage.entity.ts';
 
 const TaskResultSchema = defineEntity({
@@ -20,29 +20,14 @@ const TaskResultSchema = defineEntity({
   ],
   triggers: [
     {
-      // Whoever ends a result (a callback, the sweeper, the dispatcher, a cancel) keeps its stage's
-      // open_results exact: the update takes the stage row's lock and counts on its newest version, so
-      // of concurrent last results exactly one sees zero. A verdict (passed/failed, which only callbacks
-      // give) that closes the stage records the run's wake-up with it; the other endings wake the run themselves.
+      // Keeps each stage's count of open results, and wakes the run a verdict's stage closes (STAGE_OPEN_COUNT_TRIGGER_BODY).
       name: 'task_results_stage_open_count',
       timing: 'after',
       events: ['update'],
       forEach: 'row',
       // As PostgreSQL prints it back (the schema comparison is textual): the result leaves pending/running.
       when: `(((old.status)::text = ANY (ARRAY['pending'::text, 'running'::text])) AND ((new.status)::text <> ALL (ARRAY['pending'::text, 'running'::text])))`,
-      // The decrement returns what the verdict needs (one statement when the stage stays open, which is
-      // most callbacks), rather than the stage row being read again for the wake-up and its notification.
-      body: `declare stage_run text; still_open int;
-        begin
-          update task_stages set open_results = open_results - 1 where id = new.task_stage_id
-            returning run_id, open_results into stage_run, still_open;
-          if still_open = 0 and new.status in ('passed', 'failed') then
-            insert into outbox_events (topic, aggregate_id, payload, created_at, publish_attempts)
-              values ('${JOBS.runAdvance}', stage_run, jsonb_build_object('runId', stage_run), now(), 0);
-            perform pg_notify('${OUTBOX_CHANNEL}', stage_run);
-          end if;
-        end;
-        return null;`.replace(/\s+/g, ' '),
+      body: STAGE_OPEN_COUNT_TRIGGER_BODY,
     },
   ],
   properties: {

@@ -1,12 +1,14 @@
-import type { Config } from '../config.ts';
-import type { SqlRunner } from './prepared.ts';
-import { DB_NOW_ISO, dbIso } from './sql.ts';
+import { runPrepared, prepared, type Queryable } from '../db/prepared.ts';
+import { DB_NOW_ISO, dbIso } from '../db/sql.ts';
 import type { CallbackTokenIssuer } from '../security/secrets.ts';
 import { newId } from '../domain/ids.ts';
 import { planTaskStages, type PlannableTask } from '../domain/planner.ts';
 import { RUN_STAGES, type EnforcementLevel, type RunStage } from '../domain/statuses.ts';
+import { deadlineIn, type ResultDeadlines } from './deadlines.ts';
 
-/** A row of PLANNABLE_TASKS_SQL. */
+export { resultDeadlines, type ResultDeadlines } from './deadlines.ts';
+
+/** A row of PLANNABLE_TASKS. */
 export interface TaskRow {
   task_id: string;
   workspace_task_id: string | null;
@@ -39,11 +41,7 @@ export interface PlanContext {
 }
 
 /**
- * The workspace's attached tasks, then (when entitled) the organization's global ones, each in
- * creation order: one statement. Parameters: workspace, organization, entitled to global tasks.
- */
-/**
- * The union under PLANNABLE_TASKS_SQL, over SQL expressions for the workspace, the organization and
+ * The union under PLANNABLE_TASKS, over SQL expressions for the workspace, the organization and
  * the entitlement (parameters, or an outer query's columns), with its sort keys source, at, tiebreak.
  */
 export const plannableTasksUnion = (workspace: string, organization: string, globalEntitled: string): string => `
@@ -55,10 +53,16 @@ export const plannableTasksUnion = (workspace: string, organization: string, glo
     select 1, t.created_at, t.id, t.id, null, t.name, t.url, t.hmac_key_encrypted, t.enabled, t.global_enforcement_level, t.global_stages
       from run_tasks t where t.organization_id = ${organization} and ${globalEntitled} and t.global_enabled`;
 
-export const PLANNABLE_TASKS_SQL = `
-  select task_id, workspace_task_id, name, url, hmac_key_encrypted, enabled, enforcement_level, stages
-    from (${plannableTasksUnion('?', '?', '?::boolean')}) tasks
-  order by source, at, tiebreak`;
+/**
+ * The workspace's attached tasks, then (when entitled) the organization's global ones, each in
+ * creation order: one statement. $1 workspace, $2 organization, $3 entitled to global tasks.
+ */
+export const PLANNABLE_TASKS = prepared(
+  'plannable-tasks',
+  `select task_id, workspace_task_id, name, url, hmac_key_encrypted, enabled, enforcement_level, stages
+     from (${plannableTasksUnion('$1', '$2', '$3::boolean')}) tasks
+   order by source, at, tiebreak`,
+);
 
 export interface InsertedStage {
   id: string;
@@ -70,12 +74,13 @@ export interface InsertedStage {
  * (stage, task) with ON CONFLICT DO NOTHING make a second call, by anyone, a no-op. Run inside the
  * transaction that repairs a run (the worker), which knows only its id.
  */
-export async function insertPlannedStages(tx: SqlRunner, runId: string, issueToken: CallbackTokenIssuer): Promise<InsertedStage[]> {
-  const [run] = await tx.execute<{ workspace_id: string; organization_id: string; plan_only: boolean; global_entitled: boolean }[]>(
+export async function insertPlannedStages(tx: Queryable, runId: string, issueToken: CallbackTokenIssuer): Promise<InsertedStage[]> {
+  const { rows } = await tx.query<{ workspace_id: string; organization_id: string; plan_only: boolean; global_entitled: boolean }>(
     `select r.workspace_id, r.organization_id, r.plan_only, (o.edition = 'standard' and o.global_run_tasks_enabled) as global_entitled
-       from runs r join organizations o on o.id = r.organization_id where r.id = ?`,
+       from runs r join organizations o on o.id = r.organization_id where r.id = $1`,
     [runId],
   );
+  const [run] = rows;
   if (!run) return [];
   return insertPlannedStagesFor(
     tx,
@@ -96,7 +101,7 @@ export interface PlannedRows {
   results: { id: string; stage: RunStage; task: PlannableTask }[];
 }
 
-/** Plans the rows of a run from its plannable tasks (PLANNABLE_TASKS_SQL's rows): stages in lifecycle order. */
+/** Plans the rows of a run from its plannable tasks (PLANNABLE_TASKS' rows): stages in lifecycle order. */
 export function planRows(tasks: readonly TaskRow[], run: Pick<PlanContext, 'planOnly'>): PlannedRows {
   const planned = planTaskStages({
     workspaceTasks: tasks.filter((task) => task.workspace_task_id !== null).map(toPlannable),
@@ -119,31 +124,28 @@ export interface CreationStart extends ResultDeadlines {
   stage: RunStage;
 }
 
-/** The deadlines a result gets as it starts, wherever it starts (a run's creation, the worker's advance). */
-export interface ResultDeadlines {
-  progressTimeoutSeconds: number;
-  maxRuntimeSeconds: number;
-}
-
-/** The progress deadline never outlives the hard one, even where the progress timeout is set longer than the maximum runtime. */
-export const resultDeadlines = (config: Pick<Config, 'taskProgressTimeoutSeconds' | 'taskMaxRuntimeSeconds'>): ResultDeadlines => ({
-  progressTimeoutSeconds: Math.min(config.taskProgressTimeoutSeconds, config.taskMaxRuntimeSeconds),
-  maxRuntimeSeconds: config.taskMaxRuntimeSeconds,
-});
+/** `$n` placeholders numbered from `first` (a statement embedding another's parameters after its own). */
+const placeholders =
+  (first: number) =>
+  (index: number): string =>
+    `$${first + index}`;
 
 /**
- * Inserts planned stages: `?` the run, then arrays of ids, stages and open-result counts, then the stage
+ * Inserts planned stages, its parameters numbered from `first`: the run, then arrays of ids, stages and open-result counts, then the stage
  * started at creation or null (one statement whatever their number, and the same text, so it can be
  * prepared). open_results starts at the stage's number of results (all open); the task_results trigger
  * counts it down as they end. A started stage has its `running-at` and its version moved once, as the advance moves them.
  */
-export const INSERT_STAGES_SQL = `insert into task_stages (id, run_id, stage, status, status_timestamps, open_results, version, created_at, updated_at)
-  select s.id, ?, s.stage, case when s.started then 'running' else 'pending' end,
+export const insertStagesSql = (first: number): string => {
+  const $ = placeholders(first);
+  return `insert into task_stages (id, run_id, stage, status, status_timestamps, open_results, version, created_at, updated_at)
+  select s.id, ${$(0)}, s.stage, case when s.started then 'running' else 'pending' end,
          case when s.started then jsonb_build_object('running-at', ${DB_NOW_ISO}) else '{}' end, s.open_results,
          case when s.started then 2 else 1 end, now(), now()
     from (select u.*, u.stage = start.stage as started
-            from unnest(?::text[], ?::text[], ?::int[]) as u(id, stage, open_results), (select ?::text as stage) start) s
+            from unnest(${$(1)}::text[], ${$(2)}::text[], ${$(3)}::int[]) as u(id, stage, open_results), (select ${$(4)}::text as stage) start) s
   on conflict (run_id, stage) do nothing returning id, stage`;
+};
 
 export const insertStagesParams = (runId: string, stages: PlannedRows['stages'], start?: CreationStart): unknown[] => [
   runId,
@@ -154,7 +156,7 @@ export const insertStagesParams = (runId: string, stages: PlannedRows['stages'],
 ];
 
 /**
- * Inserts planned results: whether the run is speculative, then arrays of ids, stage ids, task ids,
+ * Inserts planned results, its parameters numbered from `first`: whether the run is speculative, then arrays of ids, stage ids, task ids,
  * workspace task ids, names, URLs, HMAC keys (encrypted), enforcement levels, stages, and access tokens
  * (hashed, encrypted), then the stage started at creation (or null) with its progress timeout and
  * maximum runtime in seconds. created_at keeps the planned order (results are listed by it): one clock
@@ -165,23 +167,26 @@ export const insertStagesParams = (runId: string, stages: PlannedRows['stages'],
  * attempt now, and started running as it was created (its running-at is its created_at: the statement's
  * now() can be milliseconds older when it waited).
  */
-export const INSERT_RESULTS_SQL = `insert into task_results (id, task_stage_id, task_id, workspace_task_id, task_name, task_url, hmac_key_encrypted,
+export const insertResultsSql = (first: number): string => {
+  const $ = placeholders(first);
+  return `insert into task_results (id, task_stage_id, task_id, workspace_task_id, task_name, task_url, hmac_key_encrypted,
                            enforcement_level, stage, is_speculative, status, status_timestamps, attempts, outcomes_count,
                            callback_token_hash, callback_token_encrypted, progress_deadline, hard_deadline, next_attempt_at,
                            version, created_at, updated_at)
-  select r.id, r.stage_id, r.task_id, r.workspace_task_id, r.name, r.url, r.hmac_key_encrypted, r.enforcement_level, r.stage, ?::boolean,
+  select r.id, r.stage_id, r.task_id, r.workspace_task_id, r.name, r.url, r.hmac_key_encrypted, r.enforcement_level, r.stage, ${$(0)}::boolean,
          case when r.started then 'running' else 'pending' end,
          case when r.started then jsonb_build_object('running-at', ${dbIso('r.created_at')}) else '{}' end, 0, 0, r.token_hash, r.token_encrypted,
-         case when r.started then now() + make_interval(secs => r.progress_seconds) end,
-         case when r.started then now() + make_interval(secs => r.max_seconds) end,
+         case when r.started then ${deadlineIn('r.progress_seconds')} end,
+         case when r.started then ${deadlineIn('r.max_seconds')} end,
          case when r.started then now() end, case when r.started then 2 else 1 end, r.created_at, r.created_at
     from (select u.*, u.stage = start.stage as started, start.progress_seconds, start.max_seconds,
                  clock_timestamp() + u.position * interval '1 microsecond' as created_at
-            from unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[])
+            from unnest(${[...Array(11).keys()].map((index) => `${$(index + 1)}::text[]`).join(', ')})
                  with ordinality as u(id, stage_id, task_id, workspace_task_id, name, url, hmac_key_encrypted, enforcement_level, stage,
                                       token_hash, token_encrypted, position),
-                 (select ?::text as stage, ?::double precision as progress_seconds, ?::double precision as max_seconds) start) r
+                 (select ${$(12)}::text as stage, ${$(13)}::double precision as progress_seconds, ${$(14)}::double precision as max_seconds) start) r
   on conflict do nothing`;
+};
 
 export function insertResultsParams(
   results: PlannedRows['results'],
@@ -205,31 +210,34 @@ export function insertResultsParams(
     tokens.map((token) => token.hash),
     tokens.map((token) => token.encrypted),
     start?.stage ?? null,
-    start?.progressTimeoutSeconds ?? null,
-    start?.maxRuntimeSeconds ?? null,
+    start?.taskProgressTimeoutSeconds ?? null,
+    start?.taskMaxRuntimeSeconds ?? null,
   ];
 }
 
 /** As insertPlannedStages, for a caller that knows the run. Returns the run's stages in lifecycle order. */
+const INSERT_STAGES_SQL = insertStagesSql(1);
+const INSERT_RESULTS_SQL = insertResultsSql(1);
+
 export async function insertPlannedStagesFor(
-  tx: SqlRunner,
+  tx: Queryable,
   runId: string,
   run: PlanContext,
   issueToken: CallbackTokenIssuer,
 ): Promise<InsertedStage[]> {
-  const tasks = await tx.execute<TaskRow[]>(PLANNABLE_TASKS_SQL, [run.workspaceId, run.organizationId, run.globalEntitled]);
+  const tasks = await runPrepared<TaskRow>(tx, PLANNABLE_TASKS, [run.workspaceId, run.organizationId, run.globalEntitled]);
   const planned = planRows(tasks, run);
   if (planned.stages.length === 0) return [];
   // Two statements whatever the number of stages and tasks: every stage, then (with their ids) every result.
-  const inserted = await tx.execute<InsertedStage[]>(INSERT_STAGES_SQL, insertStagesParams(runId, planned.stages));
+  const { rows: inserted } = await tx.query<InsertedStage>(INSERT_STAGES_SQL, insertStagesParams(runId, planned.stages));
   // A stage that already existed (planned by someone else first) is not returned: read the ids then.
   const stageRows =
     inserted.length === planned.stages.length
       ? inserted
-      : await tx.execute<InsertedStage[]>(`select id, stage from task_stages where run_id = ?`, [runId]);
+      : (await tx.query<InsertedStage>(`select id, stage from task_stages where run_id = $1`, [runId])).rows;
   const stages = [...stageRows].sort((a, b) => RUN_STAGES.indexOf(a.stage) - RUN_STAGES.indexOf(b.stage));
   if (planned.results.length === 0) return stages;
-  await tx.execute(
+  await tx.query(
     INSERT_RESULTS_SQL,
     insertResultsParams(planned.results, new Map(stageRows.map((row) => [row.stage, row.id])), run.planOnly, issueToken),
   );

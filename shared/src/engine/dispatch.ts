@@ -1,24 +1,28 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { answerExcerpt } from '../outbound/answer-excerpt.ts';
 import {
-  answerExcerpt,
-  DB_NOW_ISO,
+  ACKNOWLEDGE,
+  ATTEMPT_COLUMNS,
+  ATTEMPT_FIELDS,
+  CLAIM,
+  CLAIM_STARTED_AT_CREATION,
+  END_UNACKNOWLEDGED,
+  RETRY_LATER,
+} from './results.sql.ts';
+import {
   describeOutcome,
-  issueCallbackToken,
-  nativePool,
-  prepared,
-  runPrepared,
-  encodePayload,
-  retryDelayMs,
-  type CallbackToken,
   type DeliveryErrorKind,
   type DeliveryOutcome,
-  type SecretBox,
   type TaskClient,
   UNDELIVERABLE_ERROR_KINDS,
-} from '@runtasks/shared';
+} from '../outbound/task-client.ts';
+import { issueCallbackToken, type CallbackToken, type SecretBox } from '../security/secrets.ts';
+import { nativePool, runPrepared } from '../db/prepared.ts';
+import { encodePayload } from '../outbound/payload.ts';
+import { retryDelayMs } from '../outbound/retry-after.ts';
 import type { Pool } from 'pg';
 import { BatchWriter } from './batch-writer.ts';
-import { buildTaskPayload, DISPATCH_COLUMNS, type DispatchRow } from './task-payload.ts';
+import { buildTaskPayload, type DispatchRow } from './task-payload.ts';
 
 export interface DispatchDeps {
   secrets: SecretBox;
@@ -44,66 +48,10 @@ const PERMANENT: ReadonlySet<DeliveryErrorKind> = new Set(['blocked', 'invalid_u
 /** How long a claimed attempt holds its result: longer than any attempt (connect 5 s + headers 10 s + body 10 s). */
 export const ATTEMPT_LEASE_MS = 30_000;
 
-/**
- * $1 lease (s), $2 candidate token hash, $3 candidate token encrypted, $4 result id, $5 attempt cap.
- * Claimed only while the result is running and unacknowledged, when an attempt is due (next_attempt_at,
- * with a second for clock skew against a delayed job) and the cap is not reached.
- */
-export const CLAIM = prepared(
-  'dispatch-claim',
-  `update task_results tr set attempts = tr.attempts + 1, next_attempt_at = now() + make_interval(secs => $1::double precision),
-          callback_token_hash = case when tr.callback_token_encrypted is null then $2::text else tr.callback_token_hash end,
-          callback_token_encrypted = coalesce(tr.callback_token_encrypted, $3::text)
-     from task_stages ts
-     join runs r on r.id = ts.run_id
-     join workspaces w on w.id = r.workspace_id
-     join organizations o on o.id = r.organization_id
-    where tr.id = $4 and ts.id = tr.task_stage_id and tr.status = 'running' and tr.acknowledged_at is null
-      and tr.next_attempt_at <= now() + interval '1 second' and tr.attempts < $5
-   returning ${DISPATCH_COLUMNS}`,
-);
-
-/**
- * $1 lease (s), $2 stage id. The first attempts of a stage the API started as it created the run: its
- * results still running, unacknowledged and never claimed (attempts 0). Locked in id order, as
- * everywhere, and leased as CLAIM leases, so a duplicated job claims nothing and a lost one leaves
- * results due now, which the sweeper re-drives through CLAIM.
- */
-export const CLAIM_STARTED_AT_CREATION = prepared(
-  'dispatch-claim-created',
-  `with locked as (
-     select id from task_results
-      where task_stage_id = $2 and status = 'running' and acknowledged_at is null and attempts = 0 order by id for update)
-   update task_results tr set attempts = tr.attempts + 1, next_attempt_at = now() + make_interval(secs => $1::double precision)
-     from locked, task_stages ts
-     join runs r on r.id = ts.run_id
-     join workspaces w on w.id = r.workspace_id
-     join organizations o on o.id = r.organization_id
-    where tr.id = locked.id and ts.id = tr.task_stage_id
-   returning ${DISPATCH_COLUMNS}`,
-);
-
 /** Claims the first attempts of a stage started as its run was created (CLAIM_STARTED_AT_CREATION). */
 export async function claimStartedAtCreation(em: EntityManager, stageId: string): Promise<DispatchRow[]> {
   return runPrepared<DispatchRow>(await nativePool(em), CLAIM_STARTED_AT_CREATION, [ATTEMPT_LEASE_MS / 1000, stageId]);
 }
-
-const ATTEMPT_FIELDS = ['task_result_id', 'attempt', 'started_at', 'duration_ms', 'http_status', 'error_kind', 'response_excerpt'] as const;
-const ATTEMPT_COLUMNS = `(${ATTEMPT_FIELDS.join(', ')})`;
-
-/**
- * Attempts' rows and their acknowledgements, any number in one statement (one round trip, one commit):
- * $1 … $7 arrays of the attempts' columns. Results are locked in id order, as everywhere.
- */
-export const ACKNOWLEDGE = prepared(
-  'dispatch-acknowledge-many',
-  `with attempt as (
-     insert into delivery_attempts ${ATTEMPT_COLUMNS}
-     select * from unnest($1::text[], $2::int[], $3::timestamptz[], $4::int[], $5::int[], $6::text[], $7::text[])
-     on conflict (task_result_id, attempt) do nothing),
-   locked as (select id from task_results where id = any($1::text[]) and status = 'running' order by id for update)
-   update task_results tr set acknowledged_at = now(), next_attempt_at = null, updated_at = now() from locked where tr.id = locked.id`,
-);
 
 /**
  * A statement refused for what one of its rows holds (SQLSTATE classes 22, data exception, and 23,
@@ -162,22 +110,6 @@ function attemptValues(resultId: string, attempt: number, startedAt: Date, outco
   ];
 }
 
-/**
- * What follows an attempt applies only while the result is as this attempt left it: running, this
- * attempt its latest (a dispatcher that outlived its lease finds the re-drive's attempt there instead),
- * and not acknowledged. Otherwise an attempt that stalled past its lease could end, or reschedule, a
- * result that a later attempt delivered. The deadline is the row's own, as callbacks may have moved it.
- * $1 delay (s), $2 result id, $3 attempt.
- */
-const RETRY_LATER = `update task_results set next_attempt_at = now() + make_interval(secs => $1::double precision)
-   where id = $2 and status = 'running' and attempts = $3 and acknowledged_at is null
-     and (progress_deadline is null or progress_deadline > now() + make_interval(secs => $1::double precision))`;
-
-/** $1 status, $2 message, $3 its timestamp's key, $4 result id, $5 attempt (see RETRY_LATER). */
-const END_UNACKNOWLEDGED = `update task_results set status = $1, message = $2,
-          status_timestamps = status_timestamps || jsonb_build_object($3::text, ${DB_NOW_ISO}), version = version + 1, updated_at = now()
-    where id = $4 and status = 'running' and attempts = $5 and acknowledged_at is null`;
-
 async function recordAttempt(
   em: EntityManager,
   resultId: string,
@@ -186,8 +118,10 @@ async function recordAttempt(
   outcome: DeliveryOutcome,
   token: string,
 ): Promise<void> {
-  await em.execute(
-    `insert into delivery_attempts ${ATTEMPT_COLUMNS} values (?, ?, ?, ?, ?, ?, ?) on conflict (task_result_id, attempt) do nothing`,
+  await (
+    await nativePool(em)
+  ).query(
+    `insert into delivery_attempts ${ATTEMPT_COLUMNS} values ($1, $2, $3, $4, $5, $6, $7) on conflict (task_result_id, attempt) do nothing`,
     attemptValues(resultId, attempt, startedAt, outcome, token),
   );
 }

@@ -1,4 +1,5 @@
-import type { RunStage, TaskRequestPayload } from '@runtasks/shared';
+import type { RunStage } from '../domain/statuses.ts';
+import type { TaskRequestPayload } from '../outbound/payload.ts';
 
 /** What the dispatcher reads about a result, its stage, run, workspace and organization (one query). */
 export interface DispatchRow {

@@ -19,6 +19,7 @@ import { Migration20261126200000OutcomeBytes } from './Migration20261126200000Ou
 import { Migration20261126300000TokenCreatedNotify } from './Migration20261126300000TokenCreatedNotify.ts';
 import { Migration20261126400000PageSessions } from './Migration20261126400000PageSessions.ts';
 import { Migration20261126500001OwnersTeams } from './Migration20261126500001OwnersTeams.ts';
+import { Migration20261126900000WorkspaceSettings } from './Migration20261126900000WorkspaceSettings.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
 export const MIGRATIONS: MigrationObject[] = [
@@ -42,4 +43,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261126300000TokenCreatedNotify', class: Migration20261126300000TokenCreatedNotify },
   { name: 'Migration20261126400000PageSessions', class: Migration20261126400000PageSessions },
   { name: 'Migration20261126500001OwnersTeams', class: Migration20261126500001OwnersTeams },
+  { name: 'Migration20261126900000WorkspaceSettings', class: Migration20261126900000WorkspaceSettings },
 ];

@@ -74,11 +74,20 @@ export type WorkspaceAttributes = z.output<typeof updateSchema>['data']['attribu
   'source-url'?: string | null | undefined;
 };
 
-/** HCP refuses both trigger lists at once: a workspace triggers runs by prefixes or by patterns. */
-function checkTriggers(workspace: Workspace): void {
-  if (workspace.triggerPrefixes.length > 0 && workspace.triggerPatterns.length > 0) {
+/**
+ * A workspace triggers runs by prefixes or by patterns, never both: as in HCP, setting one list clears
+ * the other, and both non-empty in one request is a 422.
+ */
+function applyTriggers(workspace: Workspace, input: WorkspaceAttributes): void {
+  const prefixes = input['trigger-prefixes'];
+  const patterns = input['trigger-patterns'];
+  if (prefixes && patterns && prefixes.length > 0 && patterns.length > 0) {
     throw invalidAttribute('/data/attributes/trigger-patterns', 'trigger-patterns and trigger-prefixes cannot both be set');
   }
+  if (prefixes !== undefined) workspace.triggerPrefixes = prefixes;
+  if (patterns !== undefined) workspace.triggerPatterns = patterns;
+  if (prefixes !== undefined && prefixes.length > 0) workspace.triggerPatterns = [];
+  if (patterns !== undefined && patterns.length > 0) workspace.triggerPrefixes = [];
 }
 
 const BOOLEAN_SETTINGS = [
@@ -123,9 +132,7 @@ export function applyAttributes(workspace: Workspace, input: WorkspaceAttributes
   if (destroyAt !== undefined) workspace.autoDestroyAt = destroyAt === null ? null : new Date(destroyAt);
   if (input['auto-destroy-activity-duration'] !== undefined)
     workspace.autoDestroyActivityDuration = input['auto-destroy-activity-duration'];
-  if (input['trigger-prefixes'] !== undefined) workspace.triggerPrefixes = input['trigger-prefixes'];
-  if (input['trigger-patterns'] !== undefined) workspace.triggerPatterns = input['trigger-patterns'];
+  applyTriggers(workspace, input);
   if (input['source-name'] !== undefined) workspace.sourceName = input['source-name'];
   if (input['source-url'] !== undefined) workspace.sourceUrl = input['source-url'];
-  checkTriggers(workspace);
 }

@@ -196,7 +196,7 @@ describe('workspace settings, list and safe delete', () => {
   });
 });
 
-describe('workspace list: include, sort, search; current run; safe delete', () => {
+describe('workspace list: include, sort, search; current run', () => {
   let h: Harness;
   let organization: string;
   let token: string;
@@ -277,15 +277,5 @@ describe('workspace list: include, sort, search; current run; safe delete', () =
     const res = await list(query);
     expect(res.status).toBe(status);
     expect(res.body.errors[0].source).toEqual({ parameter });
-  });
-
-  it('safe-deletes a workspace by id and by name (none manages resources)', async () => {
-    const first = await createWorkspace(h, organization, token, uniqueName('safe'));
-    expect((await api(h, 'post', `/workspaces/${first}/actions/safe-delete`, token)).status).toBe(204);
-    expect((await api(h, 'get', `/workspaces/${first}`, token)).status).toBe(404);
-    const name = uniqueName('safe-named');
-    await createWorkspace(h, organization, token, name);
-    expect((await api(h, 'post', `/organizations/${organization}/workspaces/${name}/actions/safe-delete`, token)).status).toBe(204);
-    expect((await api(h, 'get', `/organizations/${organization}/workspaces/${name}`, token)).status).toBe(404);
   });
 });

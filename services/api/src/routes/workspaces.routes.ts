@@ -9,7 +9,6 @@ import { listWorkspaces, WORKSPACE_LIST_QUERY } from './workspace-list.ts';
 import { orNotFound, respond, uniqueAs, type RouteDef } from './define.ts';
 import { findOrganization } from './organizations.routes.ts';
 import { applyAttributes, createSchema, updateSchema } from './workspace-attributes.ts';
-import { safeDeleteRoutes } from './workspace-safe-delete.ts';
 
 /** Finds a workspace by id (or by organization and name) inside the caller's scope for `need`. */
 export async function findWorkspace(ctx: ApiContext, need: WorkspaceNeed, where: FilterQuery<Workspace>): Promise<Workspace> {
@@ -134,5 +133,4 @@ export const workspaceRoutes: RouteDef[] = [
     handler: updateWith(byId),
   },
   { method: 'DELETE', path: '/workspaces/:workspace_id', auth: 'token', summary: 'Delete a workspace', handler: destroyWith(byId) },
-  ...safeDeleteRoutes(destroyWith(byName), destroyWith(byId)),
 ];

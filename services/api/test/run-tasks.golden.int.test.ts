@@ -254,7 +254,10 @@ function expectWorkspace(resource: unknown, workspaceId: string, name: string, o
     type: 'workspaces',
     attributes: expect.objectContaining({ name, 'created-at': isoTimestamp(), 'updated-at': isoTimestamp() }),
     relationships: { organization: { data: { id: organization, type: 'organizations' } } },
-    links: { self: `/api/v2/organizations/${organization}/workspaces/${name}` },
+    links: {
+      self: `/api/v2/organizations/${organization}/workspaces/${name}`,
+      'self-html': `/app/${organization}/workspaces/${name}`,
+    },
   });
 }
 

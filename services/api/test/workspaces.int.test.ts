@@ -82,7 +82,7 @@ describe('workspaces API', () => {
           'auto-apply': 'true',
           'working-directory': 'envs/prod',
           'terraform-version': '1.10.2',
-          'vcs-repo': { identifier: 'x/y' },
+          'not-an-hcp-attribute': { identifier: 'x/y' },
         }),
       );
       expect(res.status).toBe(201);
@@ -92,7 +92,7 @@ describe('workspaces API', () => {
         'working-directory': 'envs/prod',
         'terraform-version': '1.10.2',
       });
-      expect(res.body.data.attributes).not.toHaveProperty('vcs-repo');
+      expect(res.body.data.attributes).not.toHaveProperty('not-an-hcp-attribute');
       const shown = await api(h, 'get', `/workspaces/${res.body.data.id}`, acme.organizationToken);
       expect(shown.body.data.attributes).toMatchObject({
         description: 'infra',

@@ -5,12 +5,12 @@ import { z } from 'zod';
 import type { Principal } from '../auth/principal.ts';
 import { poolOf, type ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
-import { single } from '../http/jsonapi.ts';
+import { single, type Resource } from '../http/jsonapi.ts';
 import { respond, type RouteDef } from './define.ts';
 import { findRun } from '../services/run-lookup.service.ts';
 import { findWorkspace } from '../services/workspace.service.ts';
 import { actionSchema, safeText } from './schemas.ts';
-import { serializeWorkspaceFor } from './workspaces.routes.ts';
+import { workspaceDocuments } from './workspace-documents.ts';
 
 /**
  * Workspace locking and the run queue's forcing actions, as HCP Terraform has them (rules in
@@ -50,7 +50,7 @@ async function lock(ctx: ApiContext): Promise<void> {
   const owner = await lockOwner(ctx, ctx.state.principal);
   const decision = await lockWorkspace(await poolOf(ctx), workspace.id, owner, body?.reason ?? '');
   if (!decision.ok) throw refused(decision, 'workspace already locked');
-  respond(ctx, 200, single(await serializeWorkspaceFor(ctx, workspace, workspace.organization.name)));
+  respond(ctx, 200, single((await workspaceDocuments(ctx, [workspace])).data[0] as Resource));
 }
 
 function unlock(force: boolean) {
@@ -60,7 +60,7 @@ function unlock(force: boolean) {
     const caller = await lockOwner(ctx, ctx.state.principal);
     const decision = await unlockWorkspace(await poolOf(ctx), workspace.id, caller, force);
     if (!decision.ok) throw refused(decision, decision.lockedBy ? 'workspace locked' : 'workspace already unlocked');
-    respond(ctx, 200, single(await serializeWorkspaceFor(ctx, workspace, workspace.organization.name)));
+    respond(ctx, 200, single((await workspaceDocuments(ctx, [workspace])).data[0] as Resource));
   };
 }
 

@@ -21,6 +21,30 @@ const WorkspaceSchema = defineEntity({
     lockKind: p.text().$type<'teams' | 'users'>().nullable(),
     lockOwnerId: p.text().nullable(),
     lockReason: p.text().nullable(),
+    // HCP's workspace settings, stored as given and returned (docs/go-tfe.md, "Workspaces").
+    allowDestroyPlan: p.boolean().default(true),
+    assessmentsEnabled: p.boolean().default(false),
+    autoApplyRunTrigger: p.boolean().default(false),
+    autoDestroyAt: p.datetime().nullable(),
+    autoDestroyActivityDuration: p.text().nullable(),
+    inheritsProjectAutoDestroy: p.boolean().default(true),
+    fileTriggersEnabled: p.boolean().default(true),
+    globalRemoteState: p.boolean().default(false),
+    queueAllRuns: p.boolean().default(false),
+    speculativeEnabled: p.boolean().default(true),
+    structuredRunOutputEnabled: p.boolean().default(true),
+    sourceName: p.text().nullable(),
+    sourceUrl: p.text().nullable(),
+    triggerPrefixes: p
+      .json<string[]>()
+      .defaultRaw(`'[]'`)
+      .onCreate(() => []),
+    triggerPatterns: p
+      .json<string[]>()
+      .defaultRaw(`'[]'`)
+      .onCreate(() => []),
+    overwritesExecutionMode: p.boolean().default(false),
+    overwritesAgentPool: p.boolean().default(false),
     // Inverse side only (no column): lets permission filters join team access in the same query.
     teamAccess: () => p.oneToMany(TeamWorkspace).mappedBy('workspace'),
     createdAt: p.datetime().onCreate(() => new Date()),

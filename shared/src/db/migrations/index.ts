@@ -21,6 +21,7 @@ import { Migration20261126400000PageSessions } from './Migration20261126400000Pa
 import { Migration20261126500001OwnersTeams } from './Migration20261126500001OwnersTeams.ts';
 import { Migration20261126700000WorkspaceQueue } from './Migration20261126700000WorkspaceQueue.ts';
 import { Migration20261126800000RunAttributes } from './Migration20261126800000RunAttributes.ts';
+import { Migration20261126900000WorkspaceSettings } from './Migration20261126900000WorkspaceSettings.ts';
 import { Migration20261126950000OrganizationSettings } from './Migration20261126950000OrganizationSettings.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
@@ -47,5 +48,6 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261126500001OwnersTeams', class: Migration20261126500001OwnersTeams },
   { name: 'Migration20261126700000WorkspaceQueue', class: Migration20261126700000WorkspaceQueue },
   { name: 'Migration20261126800000RunAttributes', class: Migration20261126800000RunAttributes },
+  { name: 'Migration20261126900000WorkspaceSettings', class: Migration20261126900000WorkspaceSettings },
   { name: 'Migration20261126950000OrganizationSettings', class: Migration20261126950000OrganizationSettings },
 ];

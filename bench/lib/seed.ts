@@ -84,7 +84,14 @@ export const STAGES = ['pre_plan', 'post_plan'];
  * workspaces each with its own associations to the T tasks. The first workspace and the tasks are
  * made through the API; further workspaces and their associations with SQL (10,000 would take long).
  */
-export async function seedPipelineOrg(stack: Stack, name: string, tasks: number, workspaces = 1): Promise<PipelineOrg> {
+/**
+ * A workspace runs one run at a time (the run queue), so a burst over one workspace would measure the
+ * queue, not the pipeline: runs are spread over at least this many workspaces, each with the same tasks.
+ */
+export const QUEUE_LANES = 200;
+
+export async function seedPipelineOrg(stack: Stack, name: string, tasks: number, requestedWorkspaces = 1): Promise<PipelineOrg> {
+  const workspaces = Math.max(requestedWorkspaces, QUEUE_LANES);
   const org = await createOrg(stack, name);
   const first = await createWorkspace(stack, org, `${name}-ws-0`);
   const taskIds: string[] = [];

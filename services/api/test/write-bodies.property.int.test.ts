@@ -432,11 +432,17 @@ const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
 
 function hostileOps(spec: WriteSpec): fc.Arbitrary<Op[]> {
   const attributes = segmentsOf(spec.attributes);
+  const fields = Object.keys(spec.fields);
   return fc.oneof(
     hostileValue.map((value): Op[] => [{ op: 'root', value }]),
-    fc
-      .tuple(fc.constantFrom(...Object.keys(spec.fields)), hostileValue)
-      .map(([pointer, value]): Op[] => [{ op: 'set', path: segmentsOf(pointer), value }]),
+    // A route without known fields (a body-less action) has only the root and unknown keys to attack.
+    ...(fields.length > 0
+      ? [
+          fc
+            .tuple(fc.constantFrom(...fields), hostileValue)
+            .map(([pointer, value]): Op[] => [{ op: 'set', path: segmentsOf(pointer), value }]),
+        ]
+      : []),
     fc
       .array(fc.tuple(specialKey, hostileValue), { minLength: 1, maxLength: 3 })
       .map((entries): Op[] => entries.map(([key, value]) => ({ op: 'set', path: [...attributes, key], value }))),
@@ -451,6 +457,12 @@ interface Fault {
 }
 
 function faults(spec: WriteSpec): fc.Arbitrary<Fault> {
+  // Without known fields, the one wrong thing is the document itself: a list where an object (or nothing) belongs.
+  if (Object.keys(spec.fields).length === 0) {
+    return fc
+      .constantFrom<unknown[]>([], [1], ['text', {}])
+      .map((value): Fault => ({ op: { op: 'root', value }, pointer: '', kind: null }));
+  }
   const wrong = fc
     .constantFrom(...Object.entries(spec.fields))
     .chain(([pointer, kind]) =>
@@ -1047,6 +1059,72 @@ describe('request bodies of every write route (property-based)', () => {
     SPECS['POST /runs/:run_id/actions/apply'] = actionSpec('apply');
     SPECS['POST /runs/:run_id/actions/cancel'] = actionSpec('cancel');
     SPECS['POST /runs/:run_id/actions/discard'] = actionSpec('discard');
+
+    // The workspace queue's actions: locks, and forcing a waiting run (force-cancel always 409s here: a cancel ends a run at once).
+    const lockedWorkspace = async (): Promise<string> => {
+      const id = await workspace(uniqueName('ws-lock'));
+      const res = await api(h, 'post', `/workspaces/${id}/actions/lock`, admin, { reason: 'set-up' });
+      if (res.status !== 200) throw new Error(`lock: ${res.status} ${res.text}`);
+      return id;
+    };
+    // Each base and failure has a workspace of its own: a mutated base may succeed, and must not unlock a failure's.
+    const wsLockBase = await workspace('ws-lock-base');
+    const lockedBase = await lockedWorkspace();
+    const neverLocked = await workspace('ws-never-locked');
+    SPECS['POST /workspaces/:workspace_id/actions/lock'] = {
+      attributes: '',
+      fields: { '/reason': str('text', 1000) },
+      required: [],
+      success: 200,
+      base: async () => ({ path: `/workspaces/${wsLockBase}/actions/lock`, body: { reason: 'base' } }),
+      fresh: async () => ({ path: `/workspaces/${await workspace(uniqueName('ws-lock'))}/actions/lock`, body: { reason: 'fresh 🚀' } }),
+      failures: [
+        async () => ({ path: `/workspaces/${await lockedWorkspace()}/actions/lock`, body: { reason: 'again' } }),
+        async () => ({ path: '/workspaces/ws-doesnotexist0000/actions/lock', body: {} }),
+      ],
+    };
+    const unlockSpec = (action: 'unlock' | 'force-unlock'): WriteSpec => ({
+      attributes: '',
+      fields: {},
+      required: [],
+      success: 200,
+      base: async () => ({ path: `/workspaces/${action === 'unlock' ? lockedBase : await lockedWorkspace()}/actions/${action}`, body: {} }),
+      fresh: async () => ({ path: `/workspaces/${await lockedWorkspace()}/actions/${action}`, body: {} }),
+      failures: [
+        async () => ({ path: `/workspaces/${neverLocked}/actions/${action}`, body: {} }),
+        async () => ({ path: `/workspaces/ws-doesnotexist0000/actions/${action}`, body: {} }),
+      ],
+    });
+    SPECS['POST /workspaces/:workspace_id/actions/unlock'] = unlockSpec('unlock');
+    SPECS['POST /workspaces/:workspace_id/actions/force-unlock'] = unlockSpec('force-unlock');
+    /** A run waiting behind another on a workspace of its own. */
+    const waitingRun = async (): Promise<string> => {
+      const id = await workspace(uniqueName('ws-queue'));
+      await createRun(h, admin, id);
+      return createRun(h, admin, id);
+    };
+    const baseWaiting = await waitingRun();
+    SPECS['POST /runs/:run_id/actions/force-execute'] = {
+      attributes: '',
+      fields: {},
+      required: [],
+      success: 202,
+      base: async () => ({ path: `/runs/${baseWaiting}/actions/force-execute`, body: {} }),
+      fresh: async () => ({ path: `/runs/${await waitingRun()}/actions/force-execute`, body: {} }),
+      failures: [
+        async () => ({ path: `/runs/${canceledRun}/actions/force-execute`, body: {} }),
+        async () => ({ path: '/runs/run-doesnotexist0000/actions/force-execute', body: {} }),
+      ],
+    };
+    SPECS['POST /runs/:run_id/actions/force-cancel'] = {
+      attributes: '',
+      fields: { '/comment': str('text', 10_000, { nullable: true }) },
+      required: [],
+      success: 409,
+      base: async () => ({ path: `/runs/${canceledRun}/actions/force-cancel`, body: { comment: 'base' } }),
+      fresh: async () => ({ path: `/runs/${await runWithStatus(wsMain, 'canceled')}/actions/force-cancel`, body: { comment: 'fresh' } }),
+      failures: [async () => ({ path: '/runs/run-doesnotexist0000/actions/force-cancel', body: {} })],
+    };
 
     // The reports of a local run: its plan errored, its apply finished or errored (by its own id or its run's).
     const wsLocal = await workspace('ws-local');

@@ -545,6 +545,7 @@ describe('fuzzing every write route and the callback (≥ 100,000 bodies)', () =
       data: { type: 'configuration-versions', attributes: { 'auto-queue-runs': false } },
     });
     expect(version.status).toBe(201);
+    params['configuration_version_id'] = version.body.data.id as string;
     params['upload_token'] = String(new URL(String(version.body.data.attributes['upload-url'])).pathname.split('/').pop());
 
     // A run really dispatched to the task server: its result's access token is the valid callback token.

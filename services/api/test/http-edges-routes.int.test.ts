@@ -107,7 +107,7 @@ describe('HTTP edges: routes, methods, includes', () => {
       for (const [include, value] of [
         ['nope', 'nope'],
         ['task-stages,nope', 'nope'],
-        ['workspace', 'workspace'],
+        ['cost_estimate', 'cost_estimate'],
       ]) {
         const error = expectErrorDocument(await api(h, 'get', `/runs/${runIds[0]}?include=${include}`, token), 400);
         expect(error).toEqual({
@@ -116,9 +116,9 @@ describe('HTTP edges: routes, methods, includes', () => {
           detail: 'Invalid include parameter',
           source: { parameter: 'include' },
           meta: {
-            reason: `'${value}' is not a valid include here; allowed: task_stages, plan, apply.`,
+            reason: `'${value}' is not a valid include here; allowed: task_stages, plan, apply, workspace, created_by, configuration_version.`,
             value,
-            allowed: ['task_stages', 'plan', 'apply'],
+            allowed: ['task_stages', 'plan', 'apply', 'workspace', 'created_by', 'configuration_version'],
           },
         });
       }
@@ -130,7 +130,7 @@ describe('HTTP edges: routes, methods, includes', () => {
         meta: {
           reason: 'include must be given at most once.',
           value: ['task_stages', 'task_stages'],
-          allowed: ['task_stages', 'plan', 'apply'],
+          allowed: ['task_stages', 'plan', 'apply', 'workspace', 'created_by', 'configuration_version'],
         },
       });
     });

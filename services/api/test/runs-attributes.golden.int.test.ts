@@ -37,7 +37,7 @@ const DEFAULT_ATTRIBUTES = {
   'position-in-queue': 0,
   'force-cancel-available-at': null,
   actions: { 'is-cancelable': true, 'is-confirmable': false, 'is-discardable': true, 'is-force-cancelable': false },
-  permissions: { 'can-apply': true, 'can-cancel': true, 'can-discard': true, 'can-force-cancel': false, 'can-force-execute': false },
+  permissions: { 'can-apply': true, 'can-cancel': true, 'can-discard': true, 'can-force-cancel': true, 'can-force-execute': true },
 };
 
 const workspaceOf = (id: string) => ({ workspace: { data: { type: 'workspaces', id } } });

@@ -77,11 +77,13 @@ describe('workspace settings, list and safe delete', () => {
         'run-failures': 0,
         'workspace-kpis-runs-count': 0,
         permissions: expect.objectContaining({ 'can-update': true, 'can-destroy': true }),
+        locked: false,
       },
       relationships: {
         organization: { data: { id: organization, type: 'organizations' } },
         'current-run': { data: null },
         'latest-run': { data: null },
+        'locked-by': { data: null },
       },
       links: {
         self: `/api/v2/organizations/${organization}/workspaces/${name}`,

@@ -32,7 +32,6 @@ export function runOptionAttributes(run: RunAttributeSource): Record<string, unk
     'replace-addrs': options.replaceAddrs,
     variables: options.variables.map(({ key, value }) => ({ key, value })),
     'position-in-queue': 0,
-    'force-cancel-available-at': null,
   };
 }
 

@@ -76,12 +76,15 @@ describe('workspace settings, list and safe delete', () => {
         'updated-at': ISO,
         'run-failures': 0,
         'workspace-kpis-runs-count': 0,
+        locked: false,
         permissions: expect.objectContaining({ 'can-update': true, 'can-destroy': true }),
       },
       relationships: {
         organization: { data: { id: organization, type: 'organizations' } },
         'current-run': { data: null },
         'latest-run': { data: null },
+        'current-configuration-version': { data: null },
+        'locked-by': { data: null },
       },
       links: {
         self: `/api/v2/organizations/${organization}/workspaces/${name}`,

@@ -8,7 +8,7 @@ export interface WorkspaceFacts {
   currentRunId: string | null;
   /** The latest run of any kind. */
   latestRunId: string | null;
-  /** The newest uploaded configuration version that is not provisional: what a run without one would use. */
+  /** The newest configuration version that is not provisional, uploaded or not (HCP names a pending one too). */
   currentConfigurationVersionId: string | null;
 }
 
@@ -36,7 +36,7 @@ const FACTS_SQL = `
          (select r.id from runs r where r.workspace_id = w.id and not r.plan_only
            order by r.created_at desc, r.id desc limit 1) as current_run_id,
          (select r.id from runs r where r.workspace_id = w.id order by r.created_at desc, r.id desc limit 1) as latest_run_id,
-         (select cv.id from configuration_versions cv where cv.workspace_id = w.id and cv.status = 'uploaded' and not cv.provisional
+         (select cv.id from configuration_versions cv where cv.workspace_id = w.id and not cv.provisional
            order by cv.created_at desc, cv.id desc limit 1) as current_cv_id
     from unnest($1::text[]) as w(id)`;
 

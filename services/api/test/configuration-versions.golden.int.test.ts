@@ -109,12 +109,18 @@ describe('configuration versions (golden)', () => {
     const old = await createVersion();
     expect((await put(old.attributes['upload-url'], configurationArchive())).status).toBe(200);
     await refused(old.id, 'it is current');
+    // The workspace names its current version (go-tfe reads it after a provisional upload).
+    const current = async () =>
+      (await api(h, 'get', `/workspaces/${f.workspaceId}`, f.organizationToken)).body.data.relationships['current-configuration-version'];
+    expect(await current()).toEqual({ data: { type: 'configuration-versions', id: old.id } });
     // A provisional version never becomes current by being uploaded.
     const provisional = await createVersion({ 'auto-queue-runs': false, provisional: true });
     expect((await put(provisional.attributes['upload-url'], configurationArchive())).status).toBe(200);
     await refused(old.id, 'it is current');
+    expect(await current()).toEqual({ data: { type: 'configuration-versions', id: old.id } });
     const newer = await createVersion();
     expect((await put(newer.attributes['upload-url'], configurationArchive())).status).toBe(200);
+    expect(await current()).toEqual({ data: { type: 'configuration-versions', id: newer.id } });
 
     expect((await archive(old.id)).status).toBe(202);
     expect((await show(old.id)).attributes).toMatchObject({ status: 'archived', 'status-timestamps': { 'archived-at': ISO } });

@@ -156,6 +156,8 @@ const BODIES: Record<string, BodySpec> = {
   'POST /workspaces/:workspace_id/actions/lock': { params: [], body: () => ({ reason: 'isolation' }) },
   'POST /workspaces/:workspace_id/actions/unlock': finishReportBody,
   'POST /workspaces/:workspace_id/actions/force-unlock': finishReportBody,
+  'POST /workspaces/:workspace_id/actions/safe-delete': finishReportBody,
+  'POST /organizations/:organization_name/workspaces/:workspace_name/actions/safe-delete': finishReportBody,
   'POST /organizations/:organization_name/tasks': {
     params: [],
     body: () => ({

@@ -76,13 +76,14 @@ describe('workspace settings, list and safe delete', () => {
         'updated-at': ISO,
         'run-failures': 0,
         'workspace-kpis-runs-count': 0,
-        permissions: expect.objectContaining({ 'can-update': true, 'can-destroy': true }),
         locked: false,
+        permissions: expect.objectContaining({ 'can-update': true, 'can-destroy': true }),
       },
       relationships: {
         organization: { data: { id: organization, type: 'organizations' } },
         'current-run': { data: null },
         'latest-run': { data: null },
+        'current-configuration-version': { data: null },
         'locked-by': { data: null },
       },
       links: {
@@ -139,6 +140,20 @@ describe('workspace settings, list and safe delete', () => {
       operations: false,
       'setting-overwrites': { 'execution-mode': true, 'agent-pool': false },
     });
+  });
+
+  it("inherits the organization's default execution mode unless one is given", async () => {
+    const local = await createOrganization(h, uniqueName('local-default'));
+    const localToken = await createOrganizationToken(h, local);
+    const patch = { data: { type: 'organizations', attributes: { 'default-execution-mode': 'local' } } };
+    expect((await api(h, 'patch', `/organizations/${local}`, localToken, patch)).status).toBe(200);
+    const inLocal = (attributes: Record<string, unknown>) =>
+      api(h, 'post', `/organizations/${local}/workspaces`, localToken, document({ name: uniqueName('inh'), ...attributes }));
+    const inherited = await inLocal({ 'setting-overwrites': { 'execution-mode': false } });
+    expect(inherited.body.data.attributes).toMatchObject({ 'execution-mode': 'local', 'setting-overwrites': { 'execution-mode': false } });
+    expect((await inLocal({})).body.data.attributes['execution-mode']).toBe('local');
+    const explicit = await inLocal({ 'execution-mode': 'remote' });
+    expect(explicit.body.data.attributes).toMatchObject({ 'execution-mode': 'remote', 'setting-overwrites': { 'execution-mode': true } });
   });
 
   it('clears auto-destroy-at with null, and setting one trigger list clears the other', async () => {

@@ -1463,6 +1463,31 @@ describe('request bodies of every write route (property-based)', () => {
       ],
     };
 
+    // Safe delete: the base workspace stays locked, so a valid body is refused (409) and it is never deleted.
+    const safeDeleteLocked = await workspace('ws-safe-delete-locked');
+    const safeDeleteLock = await api(h, 'post', `/workspaces/${safeDeleteLocked}/actions/lock`, admin, { reason: 'kept' });
+    if (safeDeleteLock.status !== 200) throw new Error(`lock a workspace: ${describeResponse(safeDeleteLock)}`);
+    const safeDeleteSpec = (pathOf: (id: string, name: string) => string): WriteSpec => ({
+      attributes: '',
+      fields: { '/comment': str('text', 10_000, { nullable: true }) },
+      required: [],
+      success: 204,
+      base: async () => ({ path: pathOf(safeDeleteLocked, 'ws-safe-delete-locked'), body: { comment: 'base' } }),
+      fresh: async () => {
+        const name = uniqueName('ws-safe-delete');
+        return { path: pathOf(await workspace(name), name), body: { comment: 'fresh' } };
+      },
+      failures: [
+        async () => ({ path: pathOf(safeDeleteLocked, 'ws-safe-delete-locked'), body: {} }),
+        async () => ({ path: pathOf('ws-doesnotexist00000', 'no-such-workspace'), body: {} }),
+        async () => ({ path: pathOf(safeDeleteLocked, 'ws-safe-delete-locked'), body: {}, token: teamReadToken }),
+      ],
+    });
+    SPECS['POST /workspaces/:workspace_id/actions/safe-delete'] = safeDeleteSpec((id) => `/workspaces/${id}/actions/safe-delete`);
+    SPECS['POST /organizations/:organization_name/workspaces/:workspace_name/actions/safe-delete'] = safeDeleteSpec(
+      (_, name) => `/organizations/${main}/workspaces/${name}/actions/safe-delete`,
+    );
+
     // -- site admin: subscriptions, on an organization of their own (a free plan would limit run tasks) --
     const subscribed = await createOrganization(h, 'prop-subscribed');
     const subscribedToken = await createOrganizationToken(h, subscribed);

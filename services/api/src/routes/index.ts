@@ -16,6 +16,7 @@ import { teamRoutes } from './teams.routes.ts';
 import { tokenRoutes } from './tokens.routes.ts';
 import { workspaceRoutes } from './workspaces.routes.ts';
 import { workspaceLockRoutes } from './workspace-lock.routes.ts';
+import { workspaceSafeDeleteRoutes } from './workspace-safe-delete.routes.ts';
 import { tokenIdRoutes } from './token-ids.routes.ts';
 import { planJsonRoutes } from './plan-json.routes.ts';
 
@@ -40,4 +41,5 @@ export const ROUTES: readonly RouteDef[] = [
   ...adminRoutes,
   ...adminOrganizationRoutes,
   ...workspaceLockRoutes,
+  ...workspaceSafeDeleteRoutes,
 ];

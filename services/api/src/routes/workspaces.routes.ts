@@ -34,6 +34,8 @@ async function create(ctx: ApiContext): Promise<void> {
     name: input.name,
     triggerPrefixes: [],
     triggerPatterns: [],
+    // Without an execution mode of its own, a workspace inherits the organization's default (HCP's rule).
+    executionMode: organization.defaultExecutionMode,
   });
   applyAttributes(workspace, input);
   await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());

@@ -79,7 +79,11 @@ export function serializeWorkspace(
     },
     relationships: {
       organization: toOne('organizations', organizationName),
-      ...(facts && { 'current-run': toOne('runs', facts.currentRunId), 'latest-run': toOne('runs', facts.latestRunId) }),
+      ...(facts && {
+        'current-run': toOne('runs', facts.currentRunId),
+        'latest-run': toOne('runs', facts.latestRunId),
+        'current-configuration-version': toOne('configuration-versions', facts.currentConfigurationVersionId),
+      }),
       ...(lock && { 'locked-by': toOne(holder?.type ?? 'runs', holder?.id ?? null) }),
     },
     links: {

@@ -8,11 +8,26 @@ export interface WorkspaceFacts {
   currentRunId: string | null;
   /** The latest run of any kind. */
   latestRunId: string | null;
+  /** The newest configuration version that is not provisional, uploaded or not (HCP names a pending one too). */
+  currentConfigurationVersionId: string | null;
 }
 
-export const NO_FACTS: WorkspaceFacts = { runsCount: 0, runFailures: 0, currentRunId: null, latestRunId: null };
+export const NO_FACTS: WorkspaceFacts = {
+  runsCount: 0,
+  runFailures: 0,
+  currentRunId: null,
+  latestRunId: null,
+  currentConfigurationVersionId: null,
+};
 
-type FactsRow = { id: string; runs_count: number; run_failures: number; current_run_id: string | null; latest_run_id: string | null };
+type FactsRow = {
+  id: string;
+  runs_count: number;
+  run_failures: number;
+  current_run_id: string | null;
+  latest_run_id: string | null;
+  current_cv_id: string | null;
+};
 
 const FACTS_SQL = `
   select w.id,
@@ -20,7 +35,9 @@ const FACTS_SQL = `
          (select count(*)::int from runs r where r.workspace_id = w.id and r.status = 'errored') as run_failures,
          (select r.id from runs r where r.workspace_id = w.id and not r.plan_only
            order by r.created_at desc, r.id desc limit 1) as current_run_id,
-         (select r.id from runs r where r.workspace_id = w.id order by r.created_at desc, r.id desc limit 1) as latest_run_id
+         (select r.id from runs r where r.workspace_id = w.id order by r.created_at desc, r.id desc limit 1) as latest_run_id,
+         (select cv.id from configuration_versions cv where cv.workspace_id = w.id and not cv.provisional
+           order by cv.created_at desc, cv.id desc limit 1) as current_cv_id
     from unnest($1::text[]) as w(id)`;
 
 export async function workspaceFacts(pool: Pool, workspaceIds: readonly string[]): Promise<Map<string, WorkspaceFacts>> {
@@ -29,7 +46,13 @@ export async function workspaceFacts(pool: Pool, workspaceIds: readonly string[]
   return new Map(
     rows.map((row) => [
       row.id,
-      { runsCount: row.runs_count, runFailures: row.run_failures, currentRunId: row.current_run_id, latestRunId: row.latest_run_id },
+      {
+        runsCount: row.runs_count,
+        runFailures: row.run_failures,
+        currentRunId: row.current_run_id,
+        latestRunId: row.latest_run_id,
+        currentConfigurationVersionId: row.current_cv_id,
+      },
     ]),
   );
 }

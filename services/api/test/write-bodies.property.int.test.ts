@@ -1045,6 +1045,16 @@ describe('request bodies of every write route (property-based)', () => {
       ],
     });
     SPECS['POST /runs/:run_id/actions/apply'] = actionSpec('apply');
+    const commentDocument = (body: string) => ({ data: { type: 'comments', attributes: { body } } });
+    SPECS['POST /runs/:run_id/comments'] = {
+      attributes: '/data/attributes',
+      fields: resourceFields('comments', { body: str('text', 10_000, { nonEmpty: true }) }),
+      required: ['/data', '/data/type', '/data/attributes', '/data/attributes/body'],
+      success: 201,
+      base: async () => ({ path: `/runs/${runForActions}/comments`, body: commentDocument('base') }),
+      fresh: async () => ({ path: `/runs/${runForActions}/comments`, body: commentDocument('fresh 🚀') }),
+      failures: [async () => ({ path: '/runs/run-doesnotexist0000/comments', body: commentDocument('nowhere') })],
+    };
     SPECS['POST /runs/:run_id/actions/cancel'] = actionSpec('cancel');
     SPECS['POST /runs/:run_id/actions/discard'] = actionSpec('discard');
 
@@ -1661,6 +1671,7 @@ describe('request bodies of every write route (property-based)', () => {
       'runs',
       'task_stages',
       'task_results',
+      'run_comments',
       'api_tokens',
       'outbox_events',
     ];

@@ -1064,6 +1064,7 @@ describe('request bodies of every write route (property-based)', () => {
       return id;
     };
     const wsLocked = await lockedWorkspace('ws-locked');
+    const wsUnlocking = await lockedWorkspace('ws-unlocking');
     SPECS['POST /workspaces/:workspace_id/actions/lock'] = {
       attributes: '',
       fields: { '/reason': str('text', 1000) },
@@ -1076,12 +1077,14 @@ describe('request bodies of every write route (property-based)', () => {
         async () => ({ path: '/workspaces/ws-doesnotexist00000/actions/lock', body: {} }),
       ],
     };
+    // No body, or an object whose keys are ignored: the body itself is the one field.
     const unlockSpec = (action: 'unlock' | 'force-unlock'): WriteSpec => ({
       attributes: '',
-      fields: {},
+      fields: { '': object() },
       required: [],
       success: 200,
-      base: async () => ({ path: `/workspaces/${wsLocked}/actions/${action}`, body: {} }),
+      // Not wsLocked: a valid mutation unlocks its base, and the lock's failure needs wsLocked locked.
+      base: async () => ({ path: `/workspaces/${wsUnlocking}/actions/${action}`, body: {} }),
       fresh: async () => ({ path: `/workspaces/${await lockedWorkspace('ws-unlock')}/actions/${action}`, body: {} }),
       failures: [
         async () => ({ path: `/workspaces/${wsMain}/actions/${action}`, body: {} }),

@@ -53,6 +53,7 @@ const MISSING = {
   outcome_id: 'taskrso-doesnotexist',
   configuration_version_id: 'cv-doesnotexist0000',
   token_id: 'at-doesnotexist00000',
+  comment_id: 'wsc-doesnotexist0000',
   // The shape of a real upload token (rtup_ and 43 base64url characters) that no version has.
   upload_token: `rtup_${'doesnotexist'.padEnd(43, '0')}`,
 } as const;
@@ -147,6 +148,7 @@ const BODIES: Record<string, BodySpec> = {
       },
     }),
   },
+  'POST /runs/:run_id/comments': { params: [], body: () => ({ data: { type: 'comments', attributes: { body: 'isolation' } } }) },
   'POST /runs/:run_id/actions/apply': runActionBody,
   'POST /runs/:run_id/actions/cancel': runActionBody,
   'POST /runs/:run_id/actions/discard': runActionBody,
@@ -475,6 +477,7 @@ describe('isolation matrix', () => {
       'delivery_attempts',
       'outbox_events',
       'configuration_versions',
+      'run_comments',
     ];
     const rows: string[] = [];
     for (const table of tables) {
@@ -647,6 +650,14 @@ describe('isolation matrix', () => {
     expiredUploadToken = expired.token;
     const pending = await createVersion();
     pendingVersionId = pending.id;
+    // A comment on A's run, so the comment routes have something to hide.
+    const commentOn = async (id: string): Promise<string> => {
+      const res = await api(h, 'post', `/runs/${id}/comments`, a.organizationToken, {
+        data: { type: 'comments', attributes: { body: 'isolation' } },
+      });
+      if (res.status !== 201) throw new Error(`comment on A's run: ${res.status} ${res.text}`);
+      return res.body.data.id as string;
+    };
     real = {
       organization_name: ORG_A,
       workspace_name: `${ORG_A}-ws`,
@@ -663,6 +674,7 @@ describe('isolation matrix', () => {
       outcome_id: outcome.id,
       configuration_version_id: version.id,
       token_id: (await api(h, 'get', `/organizations/${ORG_A}/authentication-token`, a.organizationToken)).body.data.id as string,
+      comment_id: await commentOn(runId),
       upload_token: pending.token,
     };
     // Organization B's own task result, with a live access token as the worker would give it.
@@ -866,6 +878,7 @@ describe('isolation matrix', () => {
           real.task_stage_id,
           real.task_result_id,
           real.outcome_id,
+          real.comment_id,
           real.configuration_version_id,
           grantedTeamId,
           allAccessTeamId,

@@ -16,6 +16,7 @@ export const ID_PREFIX = {
   teamWorkspace: 'tws',
   token: 'at',
   configurationVersion: 'cv',
+  comment: 'wsc',
 } as const;
 export type IdKind = keyof typeof ID_PREFIX;
 

@@ -7,6 +7,7 @@ import { metaRoutes } from './meta.routes.ts';
 import { organizationRoutes } from './organizations.routes.ts';
 import { executionRoutes } from './executions.routes.ts';
 import { runRoutes } from './runs.routes.ts';
+import { runCommentRoutes } from './run-comments.routes.ts';
 import { runTaskRoutes } from './run-tasks.routes.ts';
 import { taskResultRoutes } from './task-results.routes.ts';
 import { taskStageRoutes } from './task-stages.routes.ts';
@@ -30,6 +31,7 @@ export const ROUTES: readonly RouteDef[] = [
   ...teamWorkspaceRoutes,
   ...workspaceRoutes,
   ...runRoutes,
+  ...runCommentRoutes,
   ...planJsonRoutes,
   ...executionRoutes,
   ...runTaskRoutes,

@@ -32,6 +32,7 @@ import {
   WELL_FORMED,
 } from './schemas.ts';
 import { findRun } from '../services/run-lookup.service.ts';
+import { commentIdsOf, recordActionComment } from '../services/run-comment.service.ts';
 import { findWorkspace } from '../services/workspace.service.ts';
 
 // Re-exported only for task-stages.routes.ts and executions.routes.ts until they import these from their new homes.
@@ -178,7 +179,7 @@ async function create(ctx: ApiContext): Promise<void> {
   if (queue === 'queued') await admitAfterChange(pool, place.workspaceId, queue);
   // Committed: its job goes to the workers now, not on the relay's next poll (which publishes it too).
   ctx.deps.ops?.publishRunCreated?.(job);
-  respond(ctx, 201, single(serializeRun(run, stageIds, runPermissions(place.mayApply))));
+  respond(ctx, 201, single(serializeRun(run, stageIds, runPermissions(place.mayApply), [])));
 }
 
 async function show(ctx: ApiContext): Promise<void> {
@@ -188,7 +189,8 @@ async function show(ctx: ApiContext): Promise<void> {
   const stageIds = (stagesByRun.get(run.id) ?? []).map((stage) => stage.id);
   const included = await includedForRuns(ctx, include, [run], stagesByRun);
   const permissions = runPermissions(await mayApplyIn(ctx, run.organization.id, run.workspace.id));
-  respond(ctx, 200, single(serializeRun(run, stageIds, permissions), included));
+  const comments = await commentIdsOf(ctx.state.em, [run.id]);
+  respond(ctx, 200, single(serializeRun(run, stageIds, permissions, comments.get(run.id)), included));
 }
 
 async function listForWorkspace(ctx: ApiContext): Promise<void> {
@@ -198,11 +200,16 @@ async function listForWorkspace(ctx: ApiContext): Promise<void> {
   const [runs, total] = await findRunPage(ctx.state.em, workspace.id, ctx.query, page);
   const stages = await stagesOf(ctx, runs);
   const permissions = runPermissions(await mayApplyIn(ctx, workspace.organization.id, workspace.id));
+  const comments = await commentIdsOf(
+    ctx.state.em,
+    runs.map((run) => run.id),
+  );
   const resources = runs.map((run) =>
     serializeRun(
       run,
       (stages.get(run.id) ?? []).map((stage) => stage.id),
       permissions,
+      comments.get(run.id),
     ),
   );
   const included = await includedForRuns(ctx, include, runs, stages);
@@ -211,9 +218,11 @@ async function listForWorkspace(ctx: ApiContext): Promise<void> {
 
 function action(name: RunAction) {
   return async (ctx: ApiContext): Promise<void> => {
-    parseWith(actionSchema, ctx.request.body);
+    const body = parseWith(actionSchema, ctx.request.body);
     const run = await findRun(ctx, 'runs:apply', { id: ctx.params['run_id'] ?? '' });
     await applyRunAction(ctx.state.em, run, name, actorId(ctx.state.principal));
+    // As in HCP, the action's comment becomes a comment on the run, once the action has taken effect.
+    await recordActionComment(ctx.state.em, run.id, body?.comment, actorId(ctx.state.principal));
     // HCP answers run actions with 202 Accepted and no body.
     respond(ctx, 202);
   };

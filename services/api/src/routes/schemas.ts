@@ -119,8 +119,11 @@ export function someString(value: unknown, matches: (text: string) => boolean): 
   return false;
 }
 
+/** The longest comment kept on a run, written through the comments API or given to an action. */
+export const COMMENT_MAX = 10_000;
+
 // Not a union with z.undefined(): a union reports any failure at the document root, losing the pointer.
-export const actionSchema = z.object({ comment: safeText(10_000).nullable().optional() }).optional();
+export const actionSchema = z.object({ comment: safeText(COMMENT_MAX).nullable().optional() }).optional();
 
 /** go-tfe sends plain JSON to a stage's override, not a JSON:API document: `{}` or `{"comment": "…"}`. */
 export const overrideSchema = actionSchema;

@@ -17,6 +17,8 @@ import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.t
 import { canOverrideTasks, findRun, findStage } from '../services/run-lookup.service.ts';
 import { overrideSchema } from './schemas.ts';
 import { overrideTaskStage } from '../services/task-stage.service.ts';
+import { recordActionComment } from '../services/run-comment.service.ts';
+import { actorId } from '../auth/actor.ts';
 
 const INCLUDES = ['run', 'run.workspace', 'task_results', 'policy_evaluations'] as const;
 type Include = (typeof INCLUDES)[number];
@@ -123,10 +125,12 @@ async function show(ctx: ApiContext): Promise<void> {
 }
 
 async function override(ctx: ApiContext): Promise<void> {
-  parseWith(overrideSchema, ctx.request.body);
+  const body = parseWith(overrideSchema, ctx.request.body);
   const stage = await findStage(ctx);
   if (!canOverrideTasks(ctx.state.principal, stage.run.organization.id)) throw notFound();
   const overridden = await overrideTaskStage(ctx.state.em, stage);
+  // As in HCP, the override's comment becomes a comment on the run.
+  await recordActionComment(ctx.state.em, stage.run.id, body?.comment, actorId(ctx.state.principal));
   const results = await resultsOf(ctx, [stage.id]);
   const permissions = { canOverrideTasks: canOverrideTasks(ctx.state.principal, stage.run.organization.id) };
   const data = serializeTaskStage(

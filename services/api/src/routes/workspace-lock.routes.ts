@@ -7,7 +7,9 @@ import { poolOf, type ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { single, type Resource } from '../http/jsonapi.ts';
 import { respond, type RouteDef } from './define.ts';
+import { actorId } from '../auth/actor.ts';
 import { findRun } from '../services/run-lookup.service.ts';
+import { recordActionComment } from '../services/run-comment.service.ts';
 import { findWorkspace } from '../services/workspace.service.ts';
 import { actionSchema, safeText } from './schemas.ts';
 import { workspaceDocuments } from './workspace-documents.ts';
@@ -19,7 +21,7 @@ import { workspaceDocuments } from './workspace-documents.ts';
 
 // go-tfe sends `{"reason": …}` (not a JSON:API document), or nothing.
 const lockSchema = z.object({ reason: safeText(1000).optional() }).optional();
-// Unlocks and force-execute take no body (go-tfe sends none); an object's keys are ignored.
+// Unlocks take no body (go-tfe sends none); an object's keys are ignored.
 const noBodySchema = z.object({}).optional();
 
 /**
@@ -65,15 +67,16 @@ function unlock(force: boolean) {
 }
 
 async function forceExecuteRun(ctx: ApiContext): Promise<void> {
-  parseWith(noBodySchema, ctx.request.body);
+  const body = parseWith(actionSchema, ctx.request.body);
   const run = await findRun(ctx, 'runs:apply', { id: ctx.params['run_id'] ?? '' });
   const outcome = await forceExecute(await poolOf(ctx), run.id);
   if (!outcome.ok) throw conflict(outcome.detail, 'transition not allowed');
+  await recordActionComment(ctx.state.em, run.id, body?.comment, actorId(ctx.state.principal));
   respond(ctx, 202);
 }
 
 async function forceCancelRun(ctx: ApiContext): Promise<void> {
-  parseWith(actionSchema, ctx.request.body);
+  const body = parseWith(actionSchema, ctx.request.body);
   const run = await findRun(ctx, 'runs:apply', { id: ctx.params['run_id'] ?? '' });
   // A cancel here ends the run in its own transaction: nothing is ever left for force-cancel to end.
   if (!isForceCancelable(run))
@@ -81,6 +84,7 @@ async function forceCancelRun(ctx: ApiContext): Promise<void> {
       `A run can be force-canceled only after a cancel that has not taken effect; a cancel ends a run at once here (this one is ${run.status}).`,
       'transition not allowed',
     );
+  await recordActionComment(ctx.state.em, run.id, body?.comment, actorId(ctx.state.principal));
   respond(ctx, 202);
 }
 
@@ -120,8 +124,9 @@ export const workspaceLockRoutes: RouteDef[] = [
     path: '/runs/:run_id/actions/force-execute',
     auth: 'token',
     summary: 'Start a pending run now',
-    notes: 'Discards (or cancels) every run ahead of it in the workspace queue and starts it. Only for a run waiting in the queue.',
-    requestSchema: noBodySchema,
+    notes:
+      'Discards (or cancels) every run ahead of it in the workspace queue and starts it. Only for a run waiting in the queue. A `comment` is kept on the run.',
+    requestSchema: actionSchema,
     response: { status: 202, content: 'none' },
     handler: forceExecuteRun,
   },

@@ -26,8 +26,16 @@ export type RunView = Pick<
   | 'confirmedBy'
 > & { workspace: { id: string } };
 
-/** `permissions` are the caller's (left out in included resources). */
-export function serializeRun(run: RunView, taskStageIds: readonly string[], permissions?: Permissions): Resource {
+/**
+ * `permissions` are the caller's (left out in included resources); `commentIds`, the run's comments
+ * where the run's own document is shown (left out, not shown empty, where they were not read).
+ */
+export function serializeRun(
+  run: RunView,
+  taskStageIds: readonly string[],
+  permissions?: Permissions,
+  commentIds?: readonly string[],
+): Resource {
   const subject = runActionSubject(run);
   return {
     id: run.id,
@@ -60,6 +68,7 @@ export function serializeRun(run: RunView, taskStageIds: readonly string[], perm
       apply: toOne('applies', run.applyId),
       'configuration-version': toOne('configuration-versions', run.configurationVersionId),
       'task-stages': toMany('task-stages', taskStageIds),
+      ...(commentIds && { comments: toMany('comments', commentIds) }),
       ...runActorRelationships(run),
     },
     links: selfLink(`/runs/${run.id}`),

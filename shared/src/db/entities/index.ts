@@ -4,6 +4,7 @@ import { DeliveryAttempt } from './delivery-attempt.entity.ts';
 import { Organization } from './organization.entity.ts';
 import { OutboxEvent } from './outbox-event.entity.ts';
 import { PageSession } from './page-session.entity.ts';
+import { RunComment } from './run-comment.entity.ts';
 import { RunTask } from './run-task.entity.ts';
 import { Run } from './run.entity.ts';
 import { TaskResultOutcome } from './task-result-outcome.entity.ts';
@@ -22,6 +23,7 @@ export {
   OutboxEvent,
   PageSession,
   Run,
+  RunComment,
   RunTask,
   TaskResult,
   TaskResultOutcome,
@@ -50,4 +52,5 @@ export const ENTITIES = [
   OutboxEvent,
   ConfigurationVersion,
   PageSession,
+  RunComment,
 ];

@@ -1068,80 +1068,6 @@ describe('request bodies of every write route (property-based)', () => {
       failures: [async () => ({ path: '/runs/run-doesnotexist0000/comments', body: commentDocument('nowhere') })],
     };
     SPECS['POST /runs/:run_id/actions/cancel'] = actionSpec('cancel');
-    // The workspace queue's actions: a fresh workspace (or run) for each success, lookups and conflicts as failures.
-    const lockedWorkspace = async (name: string): Promise<string> => {
-      const id = await workspace(uniqueName(name));
-      const res = await api(h, 'post', `/workspaces/${id}/actions/lock`, admin, { reason: 'prepared' });
-      if (res.status !== 200) throw new Error(`lock ${id}: ${res.status} ${res.text}`);
-      return id;
-    };
-    const wsLocked = await lockedWorkspace('ws-locked');
-    const wsUnlocking = await lockedWorkspace('ws-unlocking');
-    SPECS['POST /workspaces/:workspace_id/actions/lock'] = {
-      attributes: '',
-      fields: { '/reason': str('text', 1000) },
-      required: [],
-      success: 200,
-      base: async () => ({ path: `/workspaces/${wsLocked}/actions/lock`, body: { reason: 'base' } }),
-      fresh: async () => ({ path: `/workspaces/${await workspace(uniqueName('ws-lock'))}/actions/lock`, body: { reason: 'fresh 🚀' } }),
-      failures: [
-        async () => ({ path: `/workspaces/${wsLocked}/actions/lock`, body: { reason: 'again' } }),
-        async () => ({ path: '/workspaces/ws-doesnotexist00000/actions/lock', body: {} }),
-      ],
-    };
-    // No body, or an object whose keys are ignored: the body itself is the one field.
-    const unlockSpec = (action: 'unlock' | 'force-unlock'): WriteSpec => ({
-      attributes: '',
-      fields: { '': object() },
-      required: [],
-      success: 200,
-      // Not wsLocked: a valid mutation unlocks its base, and the lock's failure needs wsLocked locked.
-      base: async () => ({ path: `/workspaces/${wsUnlocking}/actions/${action}`, body: {} }),
-      fresh: async () => ({ path: `/workspaces/${await lockedWorkspace('ws-unlock')}/actions/${action}`, body: {} }),
-      failures: [
-        async () => ({ path: `/workspaces/${wsMain}/actions/${action}`, body: {} }),
-        async () => ({ path: `/workspaces/ws-doesnotexist00000/actions/${action}`, body: {} }),
-      ],
-    });
-    SPECS['POST /workspaces/:workspace_id/actions/unlock'] = unlockSpec('unlock');
-    SPECS['POST /workspaces/:workspace_id/actions/force-unlock'] = unlockSpec('force-unlock');
-    // A run waiting behind another in a workspace of its own.
-    const waitingRun = async (): Promise<string> => {
-      const id = await workspace(uniqueName('ws-queue'));
-      await createRun(h, admin, id);
-      return createRun(h, admin, id);
-    };
-    SPECS['POST /runs/:run_id/actions/force-execute'] = {
-      attributes: '',
-      fields: { '/comment': str('text', 10_000, { nullable: true }) },
-      required: [],
-      success: 202,
-      base: async () => ({ path: `/runs/${canceledRun}/actions/force-execute`, body: { comment: 'base' } }),
-      fresh: async () => ({ path: `/runs/${await waitingRun()}/actions/force-execute`, body: { comment: 'fresh 🚀' } }),
-      failures: [
-        async () => ({ path: `/runs/${canceledRun}/actions/force-execute`, body: { comment: 'too late' } }),
-        async () => ({ path: '/runs/run-doesnotexist0000/actions/force-execute', body: {} }),
-      ],
-    };
-    // A cancel that has not taken effect (a cancel here always does): set up by hand.
-    const cancelingRun = async (): Promise<string> => {
-      const runId = await runWithStatus(wsMain);
-      await em().nativeUpdate(Run, { id: runId }, { statusTimestamps: { 'canceled-at': new Date().toISOString() } });
-      return runId;
-    };
-    SPECS['POST /runs/:run_id/actions/force-cancel'] = {
-      attributes: '',
-      fields: { '/comment': str('text', 10_000, { nullable: true }) },
-      required: [],
-      success: 202,
-      base: async () => ({ path: `/runs/${canceledRun}/actions/force-cancel`, body: { comment: 'base' } }),
-      fresh: async () => ({ path: `/runs/${await cancelingRun()}/actions/force-cancel`, body: { comment: 'fresh 🚀' } }),
-      failures: [
-        async () => ({ path: `/runs/${runForActions}/actions/force-cancel`, body: { comment: 'not canceling' } }),
-        async () => ({ path: '/runs/run-doesnotexist0000/actions/force-cancel', body: {} }),
-      ],
-    };
-
     SPECS['POST /runs/:run_id/actions/discard'] = actionSpec('discard');
 
     // The workspace queue's actions: locks, and forcing a waiting run (force-cancel always 409s here: a cancel ends a run at once).
@@ -1190,7 +1116,7 @@ describe('request bodies of every write route (property-based)', () => {
     const baseWaiting = await waitingRun();
     SPECS['POST /runs/:run_id/actions/force-execute'] = {
       attributes: '',
-      fields: {},
+      fields: { '/comment': str('text', 10_000, { nullable: true }) },
       required: [],
       success: 202,
       base: async () => ({ path: `/runs/${baseWaiting}/actions/force-execute`, body: {} }),

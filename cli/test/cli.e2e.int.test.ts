@@ -254,6 +254,8 @@ describe('runtasks against the real service', () => {
     expect(impatient.code).toBe(1);
     expect(impatient.stdout).toContain('waits for an override');
     expect(await statusOf(f, first.runId)).toBe('post_plan_awaiting_decision');
+    // A run awaiting a decision holds its workspace: the next run would wait behind it.
+    expect((await api(h, 'post', `/runs/${first.runId}/actions/discard`, f.organizationToken, {})).status).toBe(202);
 
     const { runId } = await start(f, ws.name);
     const waiting = startCli(['run', 'plan', runId, '--plan-json', PLAN_FIXTURE], h.baseUrl, f.organizationToken);

@@ -1,5 +1,5 @@
 import { runActionTarget } from './run-transitions.ts';
-import { RUN_STATUSES, type RunStatus } from './statuses.ts';
+import { FINAL_RUN_STATUSES, RUN_STATUSES, type RunStatus } from './statuses.ts';
 
 /**
  * The workspace run queue, as HCP Terraform has it: one run at a time holds a workspace, in creation
@@ -17,15 +17,7 @@ export type QueueState = (typeof QUEUE_STATES)[number];
  * `planned` and every `*_awaiting_decision` status keep holding, as in HCP, until the run is applied,
  * discarded or canceled. Word for word the predicate of the `runs_workspace_holder_idx` unique index.
  */
-export const RELEASED_RUN_STATUSES: ReadonlySet<RunStatus> = new Set([
-  'applied',
-  'post_apply_running',
-  'post_apply_completed',
-  'planned_and_finished',
-  'discarded',
-  'errored',
-  'canceled',
-]);
+export const RELEASED_RUN_STATUSES: ReadonlySet<RunStatus> = new Set<RunStatus>([...FINAL_RUN_STATUSES, 'post_apply_running']);
 
 /** Statuses in which an admitted run holds its workspace. */
 export const HOLDING_RUN_STATUSES: readonly RunStatus[] = RUN_STATUSES.filter((status) => !RELEASED_RUN_STATUSES.has(status));

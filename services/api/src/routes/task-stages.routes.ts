@@ -17,7 +17,7 @@ import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.t
 import { canOverrideTasks, findRun, findStage } from '../services/run-lookup.service.ts';
 import { overrideSchema } from './schemas.ts';
 import { overrideTaskStage } from '../services/task-stage.service.ts';
-import { recordActionComment } from '../services/run-comment.service.ts';
+import { commentIdsOf, recordActionComment } from '../services/run-comment.service.ts';
 import { actorId } from '../auth/actor.ts';
 
 const INCLUDES = ['run', 'run.workspace', 'task_results', 'policy_evaluations'] as const;
@@ -60,10 +60,14 @@ async function render(
       ctx.state.principal,
       runs.map((run) => run.workspace.id),
     );
+    const comments = await commentIdsOf(
+      em,
+      runs.map((run) => run.id),
+    );
     for (const run of runs) {
       const stageIds = siblings.filter((other) => other.run.id === run.id).map((other) => other.id);
       const rights = workspaceRights(ctx.state.principal, run.organization.id, grants.get(run.workspace.id) ?? null);
-      included.push(serializeRun(run, stageIds, runPermissions(rights.runs === 'apply')));
+      included.push(serializeRun(run, stageIds, runPermissions(rights.runs === 'apply'), comments.get(run.id)));
       if (include.has('run.workspace'))
         included.push(serializeWorkspace(run.workspace, run.organization.name, workspacePermissions(rights)));
     }

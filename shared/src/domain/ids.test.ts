@@ -19,6 +19,7 @@ describe('ids', () => {
     ['teamWorkspace', 'tws'],
     ['token', 'at'],
     ['configurationVersion', 'cv'],
+    ['comment', 'wsc'],
   ] as const)('newId(%s) is "%s-" followed by 16 alphanumerics', (kind, prefix) => {
     const id = newId(kind);
     expect(id).toMatch(new RegExp(`^${prefix}-[A-Za-z0-9]{16}$`));
@@ -28,6 +29,7 @@ describe('ids', () => {
     expect(KINDS.sort()).toEqual(
       [
         'apply',
+        'comment',
         'configurationVersion',
         'organization',
         'plan',

@@ -15,6 +15,7 @@ import { runPipeline, runPipelineBesideLean, runWorkspaceGrowth, type PipelineCo
 import { killAll } from './lib/procs.ts';
 import { runReads } from './lib/reads.ts';
 import { collectMeta, markdown, writeResults, type Results } from './lib/report.ts';
+import { QUEUE_LANES } from './lib/seed.ts';
 import { freshDatabase } from './lib/stack.ts';
 
 const FIGURES = ['baseline', 'h1', 'h2', 'h3', 'h4'] as const;
@@ -77,7 +78,7 @@ if (want('h1') || want('h4')) {
   if (want('h1')) results.h1 = [...pipeline, t1, t10];
   if (want('h4')) {
     const workspaces = await runWorkspaceGrowth(
-      config('t3w1i', '2 × 3, 1 worker, 1 workspace (interleaved)', 3, 1),
+      config('t3w1i', `2 × 3, 1 worker, ${QUEUE_LANES} workspaces (interleaved)`, 3, 1, QUEUE_LANES),
       config('t3w10k', '2 × 3, 1 worker, 10,000 workspaces (interleaved)', 3, 1, 10_000),
       options,
     );

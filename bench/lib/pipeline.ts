@@ -224,8 +224,8 @@ function pipelineResult(config: PipelineConfig, warmup: PipelineResult['warmup']
 }
 
 /**
- * H4's workspaces figure: the runs of one organization with one workspace against those of one with
- * `many` workspaces (each with its own associations), on one stack and interleaved (one, many, one,
+ * H4's workspaces figure: the runs of one organization with few workspaces (the seed's queue lanes,
+ * since a workspace runs one run at a time) against those of one with `many` workspaces (each with its own associations), on one stack and interleaved (one, many, one,
  * many, …) so that the machine getting busier or quieter moves both alike. Both organizations are in
  * the database throughout, so what is measured is runs spread over many workspaces, not a larger table.
  */

@@ -61,94 +61,100 @@ export function awaitingStatus(stage: RunStage): RunStatus | null {
   }
 }
 
+const findStage = (stages: readonly StageSnapshot[], stage: RunStage): StageSnapshot | undefined =>
+  stages.find((candidate) => candidate.stage === stage);
+
+/** Past a stage (it passed, or the run has no tasks there): the lifecycle's next status. */
+function pastStage(run: RunSnapshot, stage: RunStage): RunStep {
+  if (stage === 'pre_plan') return setRun('planning');
+  if (stage === 'pre_apply') return setRun('applying');
+  if (stage === 'post_apply') return WAIT; // applied (or post_apply_completed) is where a run ends
+  // post_plan: speculative runs finish, auto-apply confirms, the others wait for `apply` or `discard`.
+  if (run.planOnly) return setRun('planned_and_finished');
+  return run.autoApply ? setRun('confirmed') : WAIT;
+}
+
+/** Arriving at a stage: start it when it has tasks still to run; stages without tasks are skipped. */
+function arriveAt(run: RunSnapshot, stages: readonly StageSnapshot[], stage: RunStage): RunStep {
+  const snapshot = findStage(stages, stage);
+  return snapshot && !STAGE_STATUSES_DONE.includes(snapshot.status) ? startStage(stage) : pastStage(run, stage);
+}
+
+/** A running stage whose results may all have ended: finish it, hold it, or wait. */
+function decideRunning(run: RunSnapshot, stage: RunStage, snapshot: StageSnapshot): RunStep {
+  const evaluation = snapshot.evaluation;
+  if (evaluation === null) return WAIT; // results still open
+  if (snapshot.overridden) return finishStage(stage, 'passed', completedStatus(stage), true);
+  if (evaluation.status === 'passed') return finishStage(stage, 'passed', completedStatus(stage), evaluation.warning);
+  const awaiting = awaitingStatus(stage);
+  const held = run.overridesEnabled && !run.planOnly && awaiting !== null && evaluation.status !== 'canceled';
+  return held
+    ? finishStage(stage, 'awaiting_override', awaiting, evaluation.warning)
+    : finishStage(stage, evaluation.status, 'errored', evaluation.warning);
+}
+
+/** The run sits in a stage: decide it from its results. */
+function decide(run: RunSnapshot, stages: readonly StageSnapshot[], stage: RunStage): RunStep {
+  const snapshot = findStage(stages, stage);
+  if (!snapshot) return setRun(completedStatus(stage));
+  switch (snapshot.status) {
+    case 'pending':
+      return startStage(stage);
+    case 'passed':
+      return setRun(completedStatus(stage));
+    case 'failed':
+    case 'errored':
+    case 'unreachable':
+    case 'canceled':
+      // A stage that did not pass stops the run, except post_apply, which never blocks.
+      return setRun(stage === 'post_apply' ? completedStatus(stage) : 'errored');
+    case 'awaiting_override':
+      return setRun(awaitingStatus(stage) ?? 'errored');
+    case 'running':
+      return decideRunning(run, stage, snapshot);
+  }
+}
+
+/** The run waits for a person while its stage is held; once the stage moved on (override), decide it again. */
+const awaitDecision = (run: RunSnapshot, stages: readonly StageSnapshot[], stage: RunStage): RunStep =>
+  findStage(stages, stage)?.status === 'awaiting_override' ? WAIT : decide(run, stages, stage);
+
 /** Hand-written expectation of the next step, from the run lifecycle (docs/design.md, "How a run moves"). */
 export function expectedStep(run: RunSnapshot, stages: readonly StageSnapshot[]): RunStep {
-  const find = (stage: RunStage): StageSnapshot | undefined => stages.find((candidate) => candidate.stage === stage);
-
-  // Past a stage (it passed, or the run has no tasks there): the lifecycle's next status.
-  const pastStage = (stage: RunStage): RunStep => {
-    if (stage === 'pre_plan') return setRun('planning');
-    if (stage === 'pre_apply') return setRun('applying');
-    if (stage === 'post_apply') return WAIT; // applied (or post_apply_completed) is where a run ends
-    // post_plan: speculative runs finish, auto-apply confirms, the others wait for `apply` or `discard`.
-    if (run.planOnly) return setRun('planned_and_finished');
-    return run.autoApply ? setRun('confirmed') : WAIT;
-  };
-
-  // Arriving at a stage: start it when it has tasks still to run; stages without tasks are skipped.
-  const arriveAt = (stage: RunStage): RunStep => {
-    const snapshot = find(stage);
-    return snapshot && !STAGE_STATUSES_DONE.includes(snapshot.status) ? startStage(stage) : pastStage(stage);
-  };
-
-  // The run sits in a stage: decide it from its results.
-  const decide = (stage: RunStage): RunStep => {
-    const snapshot = find(stage);
-    if (!snapshot) return setRun(completedStatus(stage));
-    switch (snapshot.status) {
-      case 'pending':
-        return startStage(stage);
-      case 'passed':
-        return setRun(completedStatus(stage));
-      case 'failed':
-      case 'errored':
-      case 'unreachable':
-      case 'canceled':
-        // A stage that did not pass stops the run, except post_apply, which never blocks.
-        return setRun(stage === 'post_apply' ? completedStatus(stage) : 'errored');
-      case 'awaiting_override':
-        return setRun(awaitingStatus(stage) ?? 'errored');
-      case 'running': {
-        const evaluation = snapshot.evaluation;
-        if (evaluation === null) return WAIT; // results still open
-        if (snapshot.overridden) return finishStage(stage, 'passed', completedStatus(stage), true);
-        if (evaluation.status === 'passed') return finishStage(stage, 'passed', completedStatus(stage), evaluation.warning);
-        const awaiting = awaitingStatus(stage);
-        const held = run.overridesEnabled && !run.planOnly && awaiting !== null && evaluation.status !== 'canceled';
-        return held
-          ? finishStage(stage, 'awaiting_override', awaiting, evaluation.warning)
-          : finishStage(stage, evaluation.status, 'errored', evaluation.warning);
-      }
-    }
-  };
-
-  // The run waits for a person while its stage is held; once the stage moved on (override), decide it again.
-  const awaitDecision = (stage: RunStage): RunStep => (find(stage)?.status === 'awaiting_override' ? WAIT : decide(stage));
-
   switch (run.status) {
     case 'pending':
-      return arriveAt('pre_plan');
+      return arriveAt(run, stages, 'pre_plan');
     case 'pre_plan_running':
-      return decide('pre_plan');
+      return decide(run, stages, 'pre_plan');
     case 'pre_plan_awaiting_decision':
-      return awaitDecision('pre_plan');
+      return awaitDecision(run, stages, 'pre_plan');
     case 'pre_plan_completed':
-      return pastStage('pre_plan');
+      return pastStage(run, 'pre_plan');
     case 'planning':
       return { kind: 'plan' };
     case 'planned':
-      return arriveAt('post_plan');
+      return arriveAt(run, stages, 'post_plan');
     case 'post_plan_running':
-      return decide('post_plan');
+      return decide(run, stages, 'post_plan');
     case 'post_plan_awaiting_decision':
-      return awaitDecision('post_plan');
+      return awaitDecision(run, stages, 'post_plan');
     case 'post_plan_completed':
-      return pastStage('post_plan');
+      return pastStage(run, 'post_plan');
     case 'confirmed':
       // A plan-only run can never be confirmed; if it is, it errors instead of applying.
-      return run.planOnly ? setRun('errored') : arriveAt('pre_apply');
+      return run.planOnly ? setRun('errored') : arriveAt(run, stages, 'pre_apply');
     case 'pre_apply_running':
-      return decide('pre_apply');
+      return decide(run, stages, 'pre_apply');
     case 'pre_apply_awaiting_decision':
-      return awaitDecision('pre_apply');
+      return awaitDecision(run, stages, 'pre_apply');
     case 'pre_apply_completed':
-      return pastStage('pre_apply');
+      return pastStage(run, 'pre_apply');
     case 'applying':
       return { kind: 'apply' };
     case 'applied':
-      return arriveAt('post_apply');
+      return arriveAt(run, stages, 'post_apply');
     case 'post_apply_running':
-      return decide('post_apply');
+      return decide(run, stages, 'post_apply');
     case 'post_apply_completed':
     case 'planned_and_finished':
     case 'discarded':

@@ -62,121 +62,138 @@ export interface Simulation {
 
 export const MAX_STEPS = 32;
 
-export function simulate(setup: RunSetup): Simulation {
-  const run: RunSnapshot = {
-    status: 'pending',
-    planOnly: setup.planOnly,
-    autoApply: setup.autoApply,
-    overridesEnabled: setup.overridesEnabled,
-  };
-  const stages: ModelStage[] = setup.stages.map(({ stage, results }) => ({
-    stage,
-    status: 'pending',
-    overridden: false,
-    results: results.map((result) => ({ ...result, status: 'pending' })),
-  }));
-  const sim: Simulation = {
-    history: ['pending'],
-    waitedAt: [],
-    final: run,
-    stages: new Map(),
-    warning: false,
-    plans: 0,
-    applies: 0,
-    steps: 0,
-    longestAdvance: 0,
-  };
-  const setStatus = (status: RunStatus): void => {
-    run.status = status;
-    sim.history.push(status);
-  };
-  const snapshots = (): StageSnapshot[] =>
-    stages.map((stage) => ({
+/** A run, its stages and the people around it, played by the same rules the worker follows. */
+class RunModel {
+  readonly run: RunSnapshot;
+  readonly stages: ModelStage[];
+  readonly sim: Simulation;
+
+  private readonly setup: RunSetup;
+
+  constructor(setup: RunSetup) {
+    this.setup = setup;
+    this.run = { status: 'pending', planOnly: setup.planOnly, autoApply: setup.autoApply, overridesEnabled: setup.overridesEnabled };
+    this.stages = setup.stages.map(({ stage, results }) => ({
+      stage,
+      status: 'pending',
+      overridden: false,
+      results: results.map((result) => ({ ...result, status: 'pending' })),
+    }));
+    this.sim = {
+      history: ['pending'],
+      waitedAt: [],
+      final: this.run,
+      stages: new Map(),
+      warning: false,
+      plans: 0,
+      applies: 0,
+      steps: 0,
+      longestAdvance: 0,
+    };
+  }
+
+  snapshots(): StageSnapshot[] {
+    return this.stages.map((stage) => ({
       stage: stage.stage,
       status: stage.status,
       overridden: stage.overridden,
       evaluation: evaluateStage(stage.stage, stage.results),
     }));
-  const stageNamed = (name: RunStage): ModelStage => {
-    const stage = stages.find((candidate) => candidate.stage === name);
-    if (!stage) throw new Error(`step names ${name}, which the run does not have`);
-    return stage;
-  };
+  }
 
   /** The worker: apply steps until `wait`, never more than MAX_STEPS at once. */
-  const advance = (): void => {
+  advance(): void {
     let count = 0;
-    for (let step = nextRunStep(run, snapshots()); step.kind !== 'wait'; step = nextRunStep(run, snapshots())) {
+    for (let step = nextRunStep(this.run, this.snapshots()); step.kind !== 'wait'; step = nextRunStep(this.run, this.snapshots())) {
       count += 1;
-      if (count > MAX_STEPS) throw new Error(`more than ${MAX_STEPS} steps without waiting: ${sim.history.join(' → ')}`);
-      switch (step.kind) {
-        case 'set-run':
-          setStatus(step.status);
-          break;
-        case 'plan':
-          sim.plans += 1;
-          setStatus('planned');
-          break;
-        case 'apply':
-          sim.applies += 1;
-          setStatus('applied');
-          break;
-        case 'start-stage': {
-          const stage = stageNamed(step.stage);
-          if (stage.status === 'pending') stage.status = 'running';
-          for (const result of stage.results) if (result.status === 'pending') result.status = 'running';
-          setStatus(step.runStatus);
-          break;
-        }
-        case 'finish-stage':
-          stageNamed(step.stage).status = step.stageStatus;
-          if (step.warning) sim.warning = true;
-          setStatus(step.runStatus);
-          break;
-      }
+      if (count > MAX_STEPS) throw new Error(`more than ${MAX_STEPS} steps without waiting: ${this.sim.history.join(' → ')}`);
+      this.apply(step);
     }
-    sim.steps += count;
-    sim.longestAdvance = Math.max(sim.longestAdvance, count);
-  };
+    this.sim.steps += count;
+    this.sim.longestAdvance = Math.max(this.sim.longestAdvance, count);
+  }
 
   /** Tasks report, or a person acts; false when nothing more will happen. */
-  const world = (): boolean => {
-    const open = stages.flatMap((stage) => stage.results).filter((result) => result.status === 'running');
+  world(): boolean {
+    const open = this.stages.flatMap((stage) => stage.results).filter((result) => result.status === 'running');
     if (open.length > 0) {
-      for (const result of setup.oneResultPerTurn ? open.slice(0, 1) : open) result.status = result.outcome;
+      for (const result of this.setup.oneResultPerTurn ? open.slice(0, 1) : open) result.status = result.outcome;
       return true;
     }
-    sim.waitedAt.push(run.status);
-    const held = stages.find((stage) => stage.status === 'awaiting_override');
-    if (held && run.status.endsWith('_awaiting_decision')) {
-      if (setup.person?.onHeld === 'override') {
+    this.sim.waitedAt.push(this.run.status);
+    const held = this.stages.find((stage) => stage.status === 'awaiting_override');
+    if (held && this.run.status.endsWith('_awaiting_decision')) {
+      if (this.setup.person?.onHeld === 'override') {
         // POST /task-stages/:id/actions/override: awaiting_override → running.
         held.status = 'running';
         held.overridden = true;
         return true;
       }
-      if (setup.person?.onHeld === 'discard') return act('discard');
+      if (this.setup.person?.onHeld === 'discard') return this.act('discard');
       return false;
     }
-    if (setup.person?.onPlanned && runActionTarget('apply', run) !== null) return act(setup.person.onPlanned);
+    if (this.setup.person?.onPlanned && runActionTarget('apply', this.run) !== null) return this.act(this.setup.person.onPlanned);
     return false;
-  };
-  const act = (action: 'apply' | 'discard'): boolean => {
-    const target = runActionTarget(action, run);
-    if (target === null) return false;
-    setStatus(target);
-    return true;
-  };
-
-  for (let turn = 0; ; turn += 1) {
-    if (turn > 100) throw new Error(`the run never settles: ${sim.history.join(' → ')}`);
-    advance();
-    if (!world()) break;
   }
-  sim.stages = new Map(stages.map((stage) => [stage.stage, stage.status]));
-  sim.final = { ...run };
-  expect(isRunWaitingOrFinal(run, snapshots())).toBe(true);
-  return sim;
+
+  private apply(step: Exclude<ReturnType<typeof nextRunStep>, { kind: 'wait' }>): void {
+    switch (step.kind) {
+      case 'set-run':
+        this.setStatus(step.status);
+        break;
+      case 'plan':
+        this.sim.plans += 1;
+        this.setStatus('planned');
+        break;
+      case 'apply':
+        this.sim.applies += 1;
+        this.setStatus('applied');
+        break;
+      case 'start-stage': {
+        const stage = this.stageNamed(step.stage);
+        if (stage.status === 'pending') stage.status = 'running';
+        for (const result of stage.results) if (result.status === 'pending') result.status = 'running';
+        this.setStatus(step.runStatus);
+        break;
+      }
+      case 'finish-stage':
+        this.stageNamed(step.stage).status = step.stageStatus;
+        if (step.warning) this.sim.warning = true;
+        this.setStatus(step.runStatus);
+        break;
+    }
+  }
+
+  private act(action: 'apply' | 'discard'): boolean {
+    const target = runActionTarget(action, this.run);
+    if (target === null) return false;
+    this.setStatus(target);
+    return true;
+  }
+
+  private setStatus(status: RunStatus): void {
+    this.run.status = status;
+    this.sim.history.push(status);
+  }
+
+  private stageNamed(name: RunStage): ModelStage {
+    const stage = this.stages.find((candidate) => candidate.stage === name);
+    if (!stage) throw new Error(`step names ${name}, which the run does not have`);
+    return stage;
+  }
+}
+
+export function simulate(setup: RunSetup): Simulation {
+  const model = new RunModel(setup);
+  for (let turn = 0; ; turn += 1) {
+    if (turn > 100) throw new Error(`the run never settles: ${model.sim.history.join(' → ')}`);
+    model.advance();
+    if (!model.world()) break;
+  }
+  model.sim.stages = new Map(model.stages.map((stage) => [stage.stage, stage.status]));
+  model.sim.final = { ...model.run };
+  expect(isRunWaitingOrFinal(model.run, model.snapshots())).toBe(true);
+  return model.sim;
 }
 
 export type StageSetup = RunSetup['stages'][number];

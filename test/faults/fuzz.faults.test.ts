@@ -445,6 +445,7 @@ const TABLES = [
   'teams',
   'team_workspaces',
   'workspaces',
+  'workspace_remote_state_consumers',
   'configuration_versions',
   'run_tasks',
   'workspace_tasks',

@@ -56,7 +56,9 @@ function buildRouters(routes: readonly RouteDef[], ops: ApiOps): RouterMiddlewar
     const router = routers.get(segment) ?? new Router<ApiState, ApiContextExtras>({ prefix: API_PREFIX });
     routers.set(segment, router);
     const readsJson = route.body !== 'raw' && route.method !== 'GET';
-    const input = readsJson ? [rejectNul, requireJsonContentType, jsonBodyParser(route.bodyLimit)] : [rejectNul];
+    // A DELETE reads a body only where it declares one (remote state consumers name what to remove).
+    const bodyMethod = route.method === 'DELETE' && route.requestSchema ? route.method : undefined;
+    const input = readsJson ? [rejectNul, requireJsonContentType, jsonBodyParser(route.bodyLimit, bodyMethod)] : [rejectNul];
     const handler = (ctx: ApiContext) => route.handler(ctx);
     const middleware = [...AUTH[route.auth], ...limit, ...input, handler];
     router.register(route.path, [route.method], middleware as never);

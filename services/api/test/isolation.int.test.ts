@@ -16,6 +16,7 @@ import {
   createRun,
   createTeam,
   createTeamToken,
+  createWorkspace,
   grantWorkspace,
   JSON_API,
   seedOrganization,
@@ -81,6 +82,7 @@ const RAW_JSON_ROUTES = ['PUT /plans/:plan_id/json-output', 'PUT /runs/:run_id/p
 const planReportBody: BodySpec = { params: [], body: () => ({ format_version: '1.2', resource_changes: [] }) };
 const errorReportBody: BodySpec = { params: [], body: () => ({ message: 'isolation' }) };
 const finishReportBody: BodySpec = { params: [], body: () => ({}) };
+const consumersBody: BodySpec = { params: [], body: (values) => ({ data: [{ type: 'workspaces', id: values.workspace_id }] }) };
 /** The loopback task server the fixtures' run task verifies against (set in beforeAll). */
 const taskServer = { url: '', requests: 0 };
 const BODIES: Record<string, BodySpec> = {
@@ -160,6 +162,9 @@ const BODIES: Record<string, BodySpec> = {
   'POST /workspaces/:workspace_id/actions/force-unlock': finishReportBody,
   'POST /workspaces/:workspace_id/actions/safe-delete': finishReportBody,
   'POST /organizations/:organization_name/workspaces/:workspace_name/actions/safe-delete': finishReportBody,
+  // The workspace itself: well-formed, and no caller of the matrix gets past the workspace's lookup to the 422 it would earn.
+  'POST /workspaces/:workspace_id/relationships/remote-state-consumers': consumersBody,
+  'PATCH /workspaces/:workspace_id/relationships/remote-state-consumers': consumersBody,
   'POST /organizations/:organization_name/tasks': {
     params: [],
     body: () => ({
@@ -478,11 +483,12 @@ describe('isolation matrix', () => {
       'outbox_events',
       'configuration_versions',
       'run_comments',
+      'workspace_remote_state_consumers',
     ];
     const rows: string[] = [];
     for (const table of tables) {
       const [row] = await connection.execute<{ n: string; digest: string | null }[]>(
-        `select count(*) as n, md5(string_agg(t::text, '|' order by t.id)) as digest from ${table} t`,
+        `select count(*) as n, md5(string_agg(t::text, '|' order by t::text)) as digest from ${table} t`,
       );
       rows.push(`${table}: ${row?.n} ${row?.digest}`);
     }
@@ -724,6 +730,12 @@ describe('isolation matrix', () => {
     };
     versionTaskToken = await liveTaskToken(version.id);
     plainTaskToken = await liveTaskToken();
+    // A remote state consumer of A's workspace, so the consumer routes have a link to keep.
+    const consumer = await createWorkspace(h, ORG_A, a.organizationToken, `${ORG_A}-consumer`);
+    const consumers = await api(h, 'post', `/workspaces/${a.workspaceId}/relationships/remote-state-consumers`, a.organizationToken, {
+      data: [{ type: 'workspaces', id: consumer }],
+    });
+    if (consumers.status !== 204) throw new Error(`add a remote state consumer: ${consumers.status} ${consumers.text}`);
     taskRequestsBefore = taskServer.requests;
     notFoundText = (await api(h, 'get', `/workspaces/${MISSING.workspace_id}`, a.organizationToken)).text;
     unauthorizedText = (await api(h, 'get', '/organizations')).text;

@@ -89,7 +89,8 @@ function setAt(document: unknown, path: Segments, value: unknown): unknown {
 
 function dropAt(document: unknown, path: Segments): unknown {
   let node = document;
-  for (const key of path.slice(0, -1)) node = isRecord(node) && Object.hasOwn(node, key) ? node[key] : undefined;
+  // Through arrays too: a member of a list's item (`/data/0/id`) can be required.
+  for (const key of path.slice(0, -1)) node = isContainer(node) && Object.hasOwn(node, key) ? node[key] : undefined;
   if (isRecord(node)) delete node[path[path.length - 1] as string];
   return document;
 }
@@ -1498,6 +1499,47 @@ describe('request bodies of every write route (property-based)', () => {
       (_, name) => `/organizations/${main}/workspaces/${name}/actions/safe-delete`,
     );
 
+    // Remote state consumers: the base names the consumer the subject already has, so a mutated base that is accepted changes nothing.
+    const consumersPath = (id: string) => `/workspaces/${id}/relationships/remote-state-consumers`;
+    const consumersDocument = (...ids: string[]) => ({ data: ids.map((id) => ({ type: 'workspaces', id })) });
+    const rscSubject = await workspace('ws-rsc-subject');
+    const rscConsumer = await workspace('ws-rsc-consumer');
+    const rscAdded = await api(h, 'post', consumersPath(rscSubject), admin, consumersDocument(rscConsumer));
+    if (rscAdded.status !== 204) throw new Error(`add a remote state consumer: ${describeResponse(rscAdded)}`);
+    // Changes are refused while a workspace shares its state with the whole organization.
+    const rscGlobal = await workspace('ws-rsc-global');
+    const rscGlobalSet = await api(h, 'patch', `/workspaces/${rscGlobal}`, admin, {
+      data: { type: 'workspaces', attributes: { 'global-remote-state': true } },
+    });
+    if (rscGlobalSet.status !== 200) throw new Error(`set global-remote-state: ${describeResponse(rscGlobalSet)}`);
+    const rscForeign = await createWorkspace(h, patched, admin, 'ws-rsc-foreign');
+    await grantWorkspace(h, admin, teamRead, rscSubject, { access: 'read' });
+    const consumersSpec = (): WriteSpec => ({
+      attributes: '',
+      fields: {
+        '/data': list(),
+        '/data/0': object(),
+        '/data/0/type': literal('workspaces'),
+        '/data/0/id': str('id', 64, { nonEmpty: true }),
+      },
+      required: ['/data', '/data/0/type', '/data/0/id'],
+      success: 204,
+      base: async () => ({ path: consumersPath(rscSubject), body: consumersDocument(rscConsumer) }),
+      fresh: async () => ({ path: consumersPath(rscSubject), body: consumersDocument(rscConsumer) }),
+      failures: [
+        async () => ({ path: consumersPath(rscSubject), body: consumersDocument(rscConsumer, 'ws-doesnotexist00000') }),
+        async () => ({ path: consumersPath(rscSubject), body: consumersDocument(rscForeign) }),
+        async () => ({ path: consumersPath(rscSubject), body: consumersDocument(rscSubject) }),
+        async () => ({ path: consumersPath(rscSubject), body: consumersDocument() }),
+        async () => ({ path: consumersPath(rscGlobal), body: consumersDocument(rscConsumer) }),
+        async () => ({ path: consumersPath('ws-doesnotexist00000'), body: consumersDocument(rscConsumer) }),
+        // Read access is not enough to change them.
+        async () => ({ path: consumersPath(rscSubject), body: consumersDocument(rscConsumer), token: teamReadToken }),
+      ],
+    });
+    SPECS['POST /workspaces/:workspace_id/relationships/remote-state-consumers'] = consumersSpec();
+    SPECS['PATCH /workspaces/:workspace_id/relationships/remote-state-consumers'] = consumersSpec();
+
     // -- site admin: subscriptions, on an organization of their own (a free plan would limit run tasks) --
     const subscribed = await createOrganization(h, 'prop-subscribed');
     const subscribedToken = await createOrganizationToken(h, subscribed);
@@ -1775,6 +1817,7 @@ describe('request bodies of every write route (property-based)', () => {
       'task_stages',
       'task_results',
       'run_comments',
+      'workspace_remote_state_consumers',
       'api_tokens',
       'outbox_events',
     ];

@@ -33,9 +33,11 @@ export const requireJsonContentType: Middleware = async (ctx, next) => {
   await next();
 };
 
-export function jsonBodyParser(limit = JSON_BODY_LIMIT): Middleware {
+/** `method`: the route's; a DELETE is parsed only when given (the parser skips DELETE bodies by default). */
+export function jsonBodyParser(limit = JSON_BODY_LIMIT, method?: string): Middleware {
   return bodyParser({
     enableTypes: ['json'],
+    ...(method && { parsedMethods: [method] }),
     // lodash-merged into the defaults index by index, so list both: a one-element list replaced
     // application/json, whose bodies were then silently dropped.
     extendTypes: { json: ['application/json', 'application/vnd.api+json'] },

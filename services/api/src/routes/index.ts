@@ -20,6 +20,7 @@ import { workspaceLockRoutes } from './workspace-lock.routes.ts';
 import { workspaceSafeDeleteRoutes } from './workspace-safe-delete.routes.ts';
 import { tokenIdRoutes } from './token-ids.routes.ts';
 import { planJsonRoutes } from './plan-json.routes.ts';
+import { remoteStateConsumerRoutes } from './remote-state-consumers.routes.ts';
 
 /** Every API route. The isolation test walks this table, so a new route is covered automatically. */
 export const ROUTES: readonly RouteDef[] = [
@@ -44,4 +45,5 @@ export const ROUTES: readonly RouteDef[] = [
   ...adminOrganizationRoutes,
   ...workspaceLockRoutes,
   ...workspaceSafeDeleteRoutes,
+  ...remoteStateConsumerRoutes,
 ];

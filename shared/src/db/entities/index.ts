@@ -13,6 +13,7 @@ import { TaskStage } from './task-stage.entity.ts';
 import { TeamWorkspace } from './team-workspace.entity.ts';
 import { Team } from './team.entity.ts';
 import { WorkspaceTask } from './workspace-task.entity.ts';
+import { WorkspaceRemoteStateConsumer } from './workspace-remote-state-consumer.entity.ts';
 import { Workspace } from './workspace.entity.ts';
 
 export {
@@ -31,6 +32,7 @@ export {
   Team,
   TeamWorkspace,
   Workspace,
+  WorkspaceRemoteStateConsumer,
   WorkspaceTask,
 };
 export { TOKEN_KINDS, type TokenKind } from './api-token.entity.ts';
@@ -53,4 +55,5 @@ export const ENTITIES = [
   ConfigurationVersion,
   PageSession,
   RunComment,
+  WorkspaceRemoteStateConsumer,
 ];

@@ -36,6 +36,8 @@ export const requireJsonContentType: Middleware = async (ctx, next) => {
 export function jsonBodyParser(limit = JSON_BODY_LIMIT): Middleware {
   return bodyParser({
     enableTypes: ['json'],
+    // DELETE too: HCP's relationship deletes (a workspace's tags, an organization's tags) carry the list in the body.
+    parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'],
     // lodash-merged into the defaults index by index, so list both: a one-element list replaced
     // application/json, whose bodies were then silently dropped.
     extendTypes: { json: ['application/json', 'application/vnd.api+json'] },

@@ -12,6 +12,8 @@ import {
   type Fixture,
 } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
+import { Organization } from '@runtasks/shared/db';
+import { linkTags } from '../src/services/tag.service.ts';
 
 /**
  * Workspace tags as HCP Terraform (and go-tfe's AddTags, RemoveTags, ListTags and OrganizationTags)
@@ -269,6 +271,14 @@ describe('workspace tags', () => {
     expectError(patch, 422, '/data/attributes/tag-names/0');
     const shown = await api(h, 'get', `/workspaces/${id}`, acme.organizationToken);
     expect(shown.body.data.attributes).toMatchObject({ description: null, 'tag-names': ['fine'] });
+  });
+
+  it('answers a workspace deleted between the checks and the link with a 409, linking and creating nothing', async () => {
+    const organizationId = (await h.orm.em.fork().findOneOrFail(Organization, { name: acme.organization })).id;
+    const before = await tagState();
+    const linking = linkTags(h.orm.em.fork(), organizationId, ['ws-deletedmeanwhile0'], { ids: [], names: ['orphan'] });
+    await expect(linking).rejects.toMatchObject({ status: 409 });
+    expect(await tagState()).toBe(before);
   });
 
   it('gives two concurrent requests naming the same new tag one tag', async () => {

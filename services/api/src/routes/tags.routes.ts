@@ -1,10 +1,11 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { invalidAttribute, invalidParameter, notFound } from '@runtasks/shared/errors';
 import { Workspace } from '@runtasks/shared/db';
-import { canCreateWorkspaces, organizationScope, workspaceScope } from '../auth/scopes.ts';
+import { scopedOrganizationId } from '../auth/principal.ts';
+import { canCreateWorkspaces, workspaceScope } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
-import { collection, parsePage } from '../http/pagination.ts';
+import { collection, parsePage, type Page } from '../http/pagination.ts';
 import { serializeTag } from '../serializers/tag.serializer.ts';
 import { findOrganization } from '../services/organization.service.ts';
 import {
@@ -38,7 +39,7 @@ function optionalParameter(query: Query, name: string): string | undefined {
 
 const workspaceById = (ctx: ApiContext): FilterQuery<Workspace> => ({ id: ctx.params['workspace_id'] ?? '' });
 
-function respondWithTags(ctx: ApiContext, found: { rows: TagRow[]; total: number }, page: ReturnType<typeof parsePage>): void {
+function respondWithTags(ctx: ApiContext, found: { rows: TagRow[]; total: number }, page: Page): void {
   respond(ctx, 200, collection(found.rows.map(serializeTag), page, found.total, publicRequestUrl(ctx)));
 }
 
@@ -94,9 +95,7 @@ async function deleteTags(ctx: ApiContext): Promise<void> {
 
 /** Every workspace must be one of the tag's organization the caller may manage, else a 422 naming the first that is not. */
 async function addTagToWorkspaces(ctx: ApiContext): Promise<void> {
-  const scope = organizationScope(ctx.state.principal);
-  const organizationId = scope && 'id' in scope ? String(scope['id']) : null;
-  const tag = await findTag(ctx.state.em, ctx.params['tag_id'] ?? '', organizationId);
+  const tag = await findTag(ctx.state.em, ctx.params['tag_id'] ?? '', scopedOrganizationId(ctx.state.principal) ?? null);
   const manage = workspaceScope(ctx.state.principal, 'manage');
   if (!tag || !manage) throw notFound();
   const ids = parseWith(workspaceIdsDocument, ctx.request.body).data.map((workspace) => workspace.id);

@@ -1,5 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { invalidAttribute } from '@runtasks/shared/errors';
+import { ForeignKeyConstraintViolationException } from '@mikro-orm/core';
+import { conflict, invalidAttribute } from '@runtasks/shared/errors';
 import { newId } from '@runtasks/shared/domain';
 import type { Pool } from 'pg';
 import type { Instant } from '../http/jsonapi.ts';
@@ -65,7 +66,8 @@ export async function linkTags(
   if (workspaceIds.length === 0 || (tags.ids.length === 0 && tags.names.length === 0)) return;
   const created = tags.names.map((name) => ({ id: newId('tag'), name }));
   // `do update` (to the same name) makes the insert return the existing tag's id too.
-  await em.execute(
+  await linkingStatement(
+    em,
     `with named as (
        insert into tags (id, organization_id, name, created_at)
        select given.id, ?, given.name, now() from jsonb_to_recordset(?::jsonb) as given(id text, name text)
@@ -77,6 +79,21 @@ export async function linkTags(
      on conflict do nothing`,
     [organizationId, json(created), organizationId, json(tags.ids), json(workspaceIds)],
   );
+}
+
+/**
+ * A tag or workspace deleted between the caller's checks and the link: a conflict to send again, not a
+ * 500 (tags already gone are skipped; only one deleted in that very instant reaches the foreign key).
+ */
+async function linkingStatement(em: EntityManager, sql: string, params: unknown[]): Promise<void> {
+  try {
+    await em.execute(sql, params);
+  } catch (error) {
+    if (error instanceof ForeignKeyConstraintViolationException) {
+      throw conflict('A tag or workspace of this request was deleted meanwhile; send the request again.');
+    }
+    throw error;
+  }
 }
 
 /** Makes the selection the workspace's whole set of tags. */

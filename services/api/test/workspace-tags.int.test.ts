@@ -4,6 +4,7 @@ import {
   api,
   createOrganization,
   createOrganizationToken,
+  createRun,
   createTeam,
   createTeamToken,
   createWorkspace,
@@ -115,6 +116,18 @@ describe('workspace tags', () => {
     expect(await tagNamesOf(first)).toEqual(['B', 'b']);
     const listed = await tagsOf(second);
     expect(listed.body.data.find((item: { id: string }) => item.id === shared.id).attributes['instance-count']).toBe(2);
+  });
+
+  it('gives workspaces included in a run document their tag-names too', async () => {
+    const workspaceId = await newWorkspace();
+    await tag(workspaceId, byName('in-run', 'also'));
+    const runId = await createRun(h, acme.organizationToken, workspaceId);
+    const run = await api(h, 'get', `/runs/${runId}?include=workspace`, acme.organizationToken);
+    expect(run.status).toBe(200);
+    const included = (run.body.included as { type: string; id: string; attributes: Record<string, unknown> }[]).find(
+      (item) => item.type === 'workspaces',
+    );
+    expect(included).toMatchObject({ id: workspaceId, attributes: { 'tag-names': ['also', 'in-run'] } });
   });
 
   it('finds tags by part of their name and pages them', async () => {

@@ -363,6 +363,7 @@ function hostileBody(rng: Rng, type: string, index: number, limitBytes: number):
 function typeOf(route: RouteDef): string {
   const path = route.path;
   if (path.includes('/callback')) return 'task-results';
+  if (path.endsWith('/relationships/tags')) return 'tags';
   if (path.includes('authentication-token')) return 'authentication-tokens';
   if (path.includes('subscription')) return 'subscriptions';
   if (path.includes('/actions/')) return 'runs';
@@ -456,6 +457,8 @@ const TABLES = [
   'delivery_attempts',
   'api_tokens',
   'outbox_events',
+  'tags',
+  'workspace_tags',
 ];
 /** Statuses a run without auto-apply does not leave by itself (`planned`: no post-plan tasks, awaiting confirmation). */
 const SETTLED = new Set(['planned', 'post_plan_completed', 'planned_and_finished', 'errored', 'canceled', 'discarded', 'applied']);
@@ -526,6 +529,12 @@ describe('fuzzing every write route and the callback (≥ 100,000 bodies)', () =
     const [workspace] = await sql<{ name: string }>('select name from workspaces where id = ?', [org.workspaceId]);
     params['workspace_name'] = workspace?.name ?? '';
     params['id'] = await grantWorkspace(h, admin, org.teamId, org.workspaceId, { access: 'read' });
+    const tagged = await api(h, 'post', `/workspaces/${org.workspaceId}/relationships/tags`, admin, {
+      data: [{ type: 'tags', attributes: { name: 'fuzz' } }],
+    });
+    expect(tagged.status).toBe(204);
+    const [tag] = await sql<{ id: string }>('select id from tags where name = ?', ['fuzz']);
+    params['tag_id'] = tag?.id ?? '';
 
     const task = await api(h, 'post', `/organizations/${org.organization}/tasks`, admin, {
       data: { type: 'tasks', attributes: { name: uniqueName('task'), url: taskServer.url, category: 'task' } },

@@ -55,6 +55,7 @@ const MISSING = {
   configuration_version_id: 'cv-doesnotexist0000',
   token_id: 'at-doesnotexist00000',
   comment_id: 'wsc-doesnotexist0000',
+  tag_id: 'tag-doesnotexist0000',
   // The shape of a real upload token (rtup_ and 43 base64url characters) that no version has.
   upload_token: `rtup_${'doesnotexist'.padEnd(43, '0')}`,
 } as const;
@@ -150,6 +151,15 @@ const BODIES: Record<string, BodySpec> = {
       },
     }),
   },
+  'POST /workspaces/:workspace_id/relationships/tags': {
+    params: [],
+    body: () => ({ data: [{ type: 'tags', attributes: { name: 'isolation-new-tag' } }] }),
+  },
+  // The body's workspace stays real: an unknown workspace there is a 422 naming it (its own tests), not a 404.
+  'POST /tags/:tag_id/relationships/workspaces': {
+    params: [],
+    body: (values) => ({ data: [{ type: 'workspaces', id: values.workspace_id }] }),
+  },
   'POST /runs/:run_id/comments': { params: [], body: () => ({ data: { type: 'comments', attributes: { body: 'isolation' } } }) },
   'POST /runs/:run_id/actions/apply': runActionBody,
   'POST /runs/:run_id/actions/cancel': runActionBody,
@@ -216,6 +226,9 @@ const BODIES: Record<string, BodySpec> = {
   },
 };
 
+/** Writes that change nothing with the real values, proving a parameter that no GET route takes. */
+const PROVEN_BY_IDEMPOTENT_WRITE = ['POST /tags/:tag_id/relationships/workspaces'];
+
 /** Routes anyone may call without a token; anything else must be 'token', 'token-or-task' or 'callback'. */
 const UPLOAD_ROUTE = 'PUT /uploads/configuration-versions/:upload_token';
 const PUBLIC_ROUTES: Record<string, string> = {
@@ -264,6 +277,10 @@ const NO_PERMISSION_TEAM_MAY_USE: Record<string, Allowed> = {
       expect(res.body.data).toEqual([]);
       expect(res.body.meta.pagination['total-count']).toBe(0);
     },
+  },
+  'GET /organizations/:organization_name/tags': {
+    reason: "every member lists its organization's tags (names and counts, no workspace)",
+    check: (res) => expect(res.body.data.map((tag: { attributes: { name: string } }) => tag.attributes.name)).toEqual(['isolation-tag']),
   },
   'GET /team-workspaces': {
     reason: 'a root collection addressed by no id: it answers with what the caller may see, nothing for this team',
@@ -484,6 +501,8 @@ describe('isolation matrix', () => {
       'configuration_versions',
       'run_comments',
       'workspace_remote_state_consumers',
+      'tags',
+      'workspace_tags',
     ];
     const rows: string[] = [];
     for (const table of tables) {
@@ -664,6 +683,12 @@ describe('isolation matrix', () => {
       if (res.status !== 201) throw new Error(`comment on A's run: ${res.status} ${res.text}`);
       return res.body.data.id as string;
     };
+    // A tag on A's workspace, so the tag routes have something to hide.
+    const tagged = await api(h, 'post', `/workspaces/${a.workspaceId}/relationships/tags`, a.organizationToken, {
+      data: [{ type: 'tags', attributes: { name: 'isolation-tag' } }],
+    });
+    if (tagged.status !== 204) throw new Error(`tag A's workspace: ${tagged.status} ${tagged.text}`);
+    const tags = await api(h, 'get', `/workspaces/${a.workspaceId}/relationships/tags`, a.organizationToken);
     real = {
       organization_name: ORG_A,
       workspace_name: `${ORG_A}-ws`,
@@ -681,6 +706,7 @@ describe('isolation matrix', () => {
       configuration_version_id: version.id,
       token_id: (await api(h, 'get', `/organizations/${ORG_A}/authentication-token`, a.organizationToken)).body.data.id as string,
       comment_id: await commentOn(runId),
+      tag_id: tags.body.data[0].id as string,
       upload_token: pending.token,
     };
     // Organization B's own task result, with a live access token as the worker would give it.
@@ -783,6 +809,7 @@ describe('isolation matrix', () => {
         ...Object.keys(TASK_TOKEN_ONLY_ROUTES),
         ...Object.keys(SITE_ADMIN_ONLY),
         ...PUBLIC_ROUTES_WITH_OWN_TESTS,
+        ...PROVEN_BY_IDEMPOTENT_WRITE,
       ];
       expect(listed.filter((key) => !keys.has(key))).toEqual([]);
       expect(ROUTES.filter((route) => !KNOWN_AUTH.includes(authOf(route)))).toEqual([]);
@@ -811,6 +838,13 @@ describe('isolation matrix', () => {
         const token = SITE_ADMIN_ONLY[keyOf(route)] ? h.adminToken : a.organizationToken;
         const res = await call(route, real, `Bearer ${token}`);
         expect({ route: keyOf(route), status: res.status }).toEqual({ route: keyOf(route), status: 200 });
+        for (const param of paramsOf(route)) used.add(param);
+      }
+      // A tag has no GET route of its own (nor has it in HCP): tagging A's workspace with the tag it already
+      // has proves the tag real and changes nothing (the snapshot at the end says so).
+      for (const route of TOKEN_ROUTES.filter((candidate) => PROVEN_BY_IDEMPOTENT_WRITE.includes(keyOf(candidate)))) {
+        const res = await call(route, real, `Bearer ${a.organizationToken}`);
+        expect({ route: keyOf(route), status: res.status }).toEqual({ route: keyOf(route), status: 204 });
         for (const param of paramsOf(route)) used.add(param);
       }
       // Every parameter kind a mutating route uses was proven real by some GET route above.

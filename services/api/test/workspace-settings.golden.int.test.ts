@@ -167,7 +167,8 @@ describe('workspace settings, list and safe delete', () => {
     ['an agent pool', { 'agent-pool-id': 'apool-123' }, undefined, '/data/attributes/agent-pool-id'],
     ['a VCS repository', { 'vcs-repo': { identifier: 'acme/infra' } }, undefined, '/data/attributes/vcs-repo'],
     ['a migration environment', { 'migration-environment': 'tfe' }, undefined, '/data/attributes/migration-environment'],
-    ['tags', {}, { tags: { data: [{ type: 'tags', attributes: { name: 'a' } }] } }, '/data/relationships/tags/data'],
+    ['a tag name HCP does not allow', { 'tag-names': ['a/b'] }, undefined, '/data/attributes/tag-names/0'],
+    ['a tag id of no tag', {}, { tags: { data: [{ type: 'tags', id: 'tag-doesnotexist0000' }] } }, '/data/relationships/tags/data/0/id'],
     [
       'tag bindings',
       {},
@@ -227,6 +228,12 @@ describe('workspace list: include, sort, search; current run', () => {
     organization = await createOrganization(h, uniqueName('listing'));
     token = await createOrganizationToken(h, organization);
     for (const name of ['alpha-prod', 'beta-prod', 'gamma-dev']) ids[name] = await createWorkspace(h, organization, token, name);
+    const tags: Record<string, string[]> = { 'alpha-prod': ['prod', 'team:a'], 'beta-prod': ['prod'], 'gamma-dev': ['dev'] };
+    for (const [name, tagNames] of Object.entries(tags)) {
+      const body = { data: tagNames.map((tag) => ({ type: 'tags', attributes: { name: tag } })) };
+      const res = await api(h, 'post', `/workspaces/${ids[name]}/relationships/tags`, token, body);
+      if (res.status !== 204) throw new Error(`tag ${name}: ${res.status} ${res.text}`);
+    }
     // gamma's run first, then beta's: the current-run sort differs from the name sort.
     runs['gamma-dev'] = await createRun(h, token, ids['gamma-dev'] ?? '');
     runs['beta-prod'] = await createRun(h, token, ids['beta-prod'] ?? '');
@@ -277,6 +284,18 @@ describe('workspace list: include, sort, search; current run', () => {
     ['search[wildcard-name]=alpha', []],
     ['search[tags]=a', []],
     ['search[exclude-tags]=a', ['alpha-prod', 'beta-prod', 'gamma-dev']],
+    ['search[tags]=prod', ['alpha-prod', 'beta-prod']],
+    ['search[tags]=team:a, prod', ['alpha-prod']],
+    ['search[tags]=prod,dev', []],
+    ['search[tags]=PROD', []],
+    ['search[exclude-tags]=prod', ['gamma-dev']],
+    ['search[exclude-tags]=dev,team:a', ['beta-prod']],
+    ['search[tags]=prod&search[exclude-tags]=team:a&search[name]=prod', ['beta-prod']],
+    ['search[tags]=prod&sort=-name', ['beta-prod', 'alpha-prod']],
+    [
+      'search[exclude-tags]=team:a&filter[current-run][status]=pending,planned,planned_and_finished,applied,errored',
+      ['beta-prod', 'gamma-dev'],
+    ],
     ['filter[current-run][status]=pending,planned,planned_and_finished,applied,errored', ['beta-prod', 'gamma-dev']],
   ])('filters with %s', async (query, expected) => {
     const res = await list(query);
@@ -285,7 +304,15 @@ describe('workspace list: include, sort, search; current run', () => {
     expect(res.body.meta.pagination['total-count']).toBe(expected.length);
   });
 
+  it('pages a tag search, counting every match', async () => {
+    const res = await list('search[tags]=prod&page[size]=1&page[number]=2');
+    expect(names(res)).toEqual(['beta-prod']);
+    expect(res.body.meta.pagination).toMatchObject({ 'total-count': 2, 'total-pages': 2 });
+    expect((await list('search[tags]=prod')).body.data[0].attributes['tag-names']).toEqual(['prod', 'team:a']);
+  });
+
   it.each([
+    ['search[tags]=a&search[tags]=b', 422, 'search[tags]'],
     ['include=readme', 400, 'include'],
     ['sort=created-at', 422, 'sort'],
     ['search[name]=a&search[name]=b', 422, 'search[name]'],

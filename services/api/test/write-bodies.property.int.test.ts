@@ -946,6 +946,8 @@ describe('request bodies of every write route (property-based)', () => {
       'working-directory': str('text', 1000),
       // terraform_version is varchar(32).
       'terraform-version': str('version', 32),
+      'tag-names': list(),
+      'tag-names/0': str('name', 255),
     };
     const workspaceDocument = (attributes: Record<string, unknown>) => ({ data: { type: 'workspaces', attributes } });
     const allWorkspaceAttributes = (name: string) => ({
@@ -954,6 +956,7 @@ describe('request bodies of every write route (property-based)', () => {
       'auto-apply': 'false',
       'working-directory': 'infra/中文',
       'terraform-version': '1.9.5',
+      'tag-names': ['prop-tag', 'env:prop'],
     });
     SPECS['POST /organizations/:organization_name/workspaces'] = {
       attributes: '/data/attributes',
@@ -1067,6 +1070,56 @@ describe('request bodies of every write route (property-based)', () => {
       base: async () => ({ path: `/runs/${runForActions}/comments`, body: commentDocument('base') }),
       fresh: async () => ({ path: `/runs/${runForActions}/comments`, body: commentDocument('fresh 🚀') }),
       failures: [async () => ({ path: '/runs/run-doesnotexist0000/comments', body: commentDocument('nowhere') })],
+    };
+    // Tags: a workspace's (by name or id), and a tag's workspaces (by id); both answer 204 and are idempotent.
+    const tagged = await api(h, 'post', `/workspaces/${wsMain}/relationships/tags`, admin, {
+      data: [{ type: 'tags', attributes: { name: 'prop-tag' } }],
+    });
+    if (tagged.status !== 204) throw new Error(`tag ws-main: ${describeResponse(tagged)}`);
+    const tagId = (await api(h, 'get', `/workspaces/${wsMain}/relationships/tags`, admin)).body.data[0].id as string;
+    const tagList = (...entries: Record<string, unknown>[]) => ({ data: entries.map((entry) => ({ type: 'tags', ...entry })) });
+    SPECS['POST /workspaces/:workspace_id/relationships/tags'] = {
+      attributes: '/data/0/attributes',
+      fields: {
+        '/data': list(),
+        '/data/0': object(),
+        '/data/0/type': literal('tags'),
+        '/data/0/attributes': object(),
+        // Tag names allow colons too; every wrong name of the model is wrong for a tag as well.
+        '/data/0/attributes/name': str('name', 255),
+        '/data/1': object(),
+        '/data/1/type': literal('tags'),
+        '/data/1/id': str('id', 64),
+      },
+      // Members of list items cannot be dropped by this file's mutations (only set).
+      required: ['/data'],
+      success: 204,
+      base: async () => ({
+        path: `/workspaces/${wsMain}/relationships/tags`,
+        body: tagList({ attributes: { name: 'prop-tag' } }, { id: tagId }),
+      }),
+      fresh: async () => ({ path: `/workspaces/${wsMain}/relationships/tags`, body: tagList({ attributes: { name: 'team:prop_2-b' } }) }),
+      failures: [
+        async () => ({
+          path: `/workspaces/${wsMain}/relationships/tags`,
+          body: tagList({ attributes: { name: 'unsaved' } }, { id: 'tag-doesnotexist0000' }),
+        }),
+        async () => ({ path: '/workspaces/ws-doesnotexist00000/relationships/tags', body: tagList({ attributes: { name: 'nowhere' } }) }),
+      ],
+    };
+    const workspaceList = (...ids: string[]) => ({ data: ids.map((id) => ({ type: 'workspaces', id })) });
+    SPECS['POST /tags/:tag_id/relationships/workspaces'] = {
+      attributes: '/data/0',
+      fields: { '/data': list(), '/data/0': object(), '/data/0/type': literal('workspaces'), '/data/0/id': str('id', 64) },
+      required: ['/data'],
+      success: 204,
+      base: async () => ({ path: `/tags/${tagId}/relationships/workspaces`, body: workspaceList(wsMain) }),
+      fresh: async () => ({ path: `/tags/${tagId}/relationships/workspaces`, body: workspaceList(wsTasks, wsMain) }),
+      failures: [
+        async () => ({ path: `/tags/${tagId}/relationships/workspaces`, body: workspaceList(wsTasks, 'ws-doesnotexist00000') }),
+        async () => ({ path: `/tags/${tagId}/relationships/workspaces`, body: workspaceList(wsOther) }),
+        async () => ({ path: '/tags/tag-doesnotexist0000/relationships/workspaces', body: workspaceList(wsMain) }),
+      ],
     };
     SPECS['POST /runs/:run_id/actions/cancel'] = actionSpec('cancel');
     SPECS['POST /runs/:run_id/actions/discard'] = actionSpec('discard');
@@ -1818,6 +1871,8 @@ describe('request bodies of every write route (property-based)', () => {
       'task_results',
       'run_comments',
       'workspace_remote_state_consumers',
+      'tags',
+      'workspace_tags',
       'api_tokens',
       'outbox_events',
     ];

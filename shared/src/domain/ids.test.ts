@@ -20,6 +20,7 @@ describe('ids', () => {
     ['token', 'at'],
     ['configurationVersion', 'cv'],
     ['comment', 'wsc'],
+    ['tag', 'tag'],
   ] as const)('newId(%s) is "%s-" followed by 16 alphanumerics', (kind, prefix) => {
     const id = newId(kind);
     expect(id).toMatch(new RegExp(`^${prefix}-[A-Za-z0-9]{16}$`));
@@ -34,6 +35,7 @@ describe('ids', () => {
         'organization',
         'plan',
         'run',
+        'tag',
         'task',
         'taskResult',
         'taskResultOutcome',

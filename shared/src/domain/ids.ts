@@ -17,6 +17,7 @@ export const ID_PREFIX = {
   token: 'at',
   configurationVersion: 'cv',
   comment: 'wsc',
+  tag: 'tag',
 } as const;
 export type IdKind = keyof typeof ID_PREFIX;
 

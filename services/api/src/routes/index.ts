@@ -18,6 +18,7 @@ import { tokenRoutes } from './tokens.routes.ts';
 import { workspaceRoutes } from './workspaces.routes.ts';
 import { workspaceLockRoutes } from './workspace-lock.routes.ts';
 import { workspaceSafeDeleteRoutes } from './workspace-safe-delete.routes.ts';
+import { tagRoutes } from './tags.routes.ts';
 import { tokenIdRoutes } from './token-ids.routes.ts';
 import { planJsonRoutes } from './plan-json.routes.ts';
 import { remoteStateConsumerRoutes } from './remote-state-consumers.routes.ts';
@@ -46,4 +47,5 @@ export const ROUTES: readonly RouteDef[] = [
   ...workspaceLockRoutes,
   ...workspaceSafeDeleteRoutes,
   ...remoteStateConsumerRoutes,
+  ...tagRoutes,
 ];

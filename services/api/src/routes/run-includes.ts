@@ -2,13 +2,14 @@ import { ConfigurationVersion, Organization, TaskResult, TaskStage, type Run } f
 import { RUN_STAGES } from '@runtasks/shared/domain';
 import { workspacePermissions, workspaceRights } from '../auth/permissions.ts';
 import { workspaceGrants } from '../auth/workspace-grants.ts';
-import type { ApiContext } from '../context.ts';
+import { poolOf, type ApiContext } from '../context.ts';
 import { uniqueResources, type Resource } from '../http/jsonapi.ts';
 import { serializeConfigurationVersion } from '../serializers/configuration-version.serializer.ts';
 import { serializeApply, serializePlan } from '../serializers/execution.serializer.ts';
 import { serializeActorUser } from '../serializers/run-attributes.serializer.ts';
 import { serializeTaskStage } from '../serializers/task-stage.serializer.ts';
 import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
+import { tagNamesOf } from '../services/tag.service.ts';
 import { canOverrideTasks } from '../services/run-lookup.service.ts';
 
 /** What `include` may name on a run and on run lists (HCP's list, less cost estimates). */
@@ -49,10 +50,17 @@ async function includedWorkspaces(ctx: ApiContext, runs: readonly Run[]): Promis
   const organizationIds = [...new Set(runs.map((run) => run.organization.id))];
   const organizations = await ctx.state.em.find(Organization, { id: { $in: organizationIds } }, { fields: ['id', 'name'] });
   const names = new Map(organizations.map((organization) => [organization.id, organization.name]));
-  const grants = await workspaceGrants(ctx.state.em, ctx.state.principal, [...new Set(runs.map((run) => run.workspace.id))]);
+  const workspaceIds = [...new Set(runs.map((run) => run.workspace.id))];
+  const grants = await workspaceGrants(ctx.state.em, ctx.state.principal, workspaceIds);
+  const tagNames = await tagNamesOf(await poolOf(ctx), workspaceIds);
   return runs.map((run) => {
     const rights = workspaceRights(ctx.state.principal, run.organization.id, grants.get(run.workspace.id) ?? null);
-    return serializeWorkspace(run.workspace, names.get(run.organization.id) ?? '', workspacePermissions(rights));
+    return serializeWorkspace(
+      run.workspace,
+      names.get(run.organization.id) ?? '',
+      tagNames.get(run.workspace.id) ?? [],
+      workspacePermissions(rights),
+    );
   });
 }
 

@@ -11,6 +11,7 @@ import { single, type Resource } from '../http/jsonapi.ts';
 import { collection, MAX_PAGE_SIZE, parsePage, type Page } from '../http/pagination.ts';
 import { runTaskFromRow, type Absent, type RunTaskRow } from '../serializers/rows.ts';
 import { serializeRunTask, serializeWorkspaceTask } from '../serializers/run-task.serializer.ts';
+import { tagNamesOf } from '../services/tag.service.ts';
 import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
 import { assertEditionAllowsAnotherTask, isGlobalEntitled, verifyTaskEndpoint, workspaceTaskIdsOf } from '../services/run-task.service.ts';
 import { orNotFound, publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
@@ -104,7 +105,15 @@ async function render(
     );
     included.push(...associations.map(serializeWorkspaceTask));
     if (include.has('workspace_tasks.workspace')) {
-      included.push(...associations.map((association) => serializeWorkspace(association.workspace, organization.name)));
+      const tagNames = await tagNamesOf(
+        await poolOf(ctx),
+        associations.map((association) => association.workspace.id),
+      );
+      included.push(
+        ...associations.map((association) =>
+          serializeWorkspace(association.workspace, organization.name, tagNames.get(association.workspace.id) ?? []),
+        ),
+      );
     }
   }
   return { data, included };

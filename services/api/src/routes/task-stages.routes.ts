@@ -13,6 +13,7 @@ import { idList, idListSql, taskStageFromRow, type Absent, type TaskStageRow } f
 import { serializeRun } from '../serializers/run.serializer.ts';
 import { serializeTaskResult, serializeTaskStage } from '../serializers/task-stage.serializer.ts';
 import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
+import { tagNamesOf } from '../services/tag.service.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { canOverrideTasks, findRun, findStage } from '../services/run-lookup.service.ts';
 import { overrideSchema } from './schemas.ts';
@@ -60,6 +61,12 @@ async function render(
       ctx.state.principal,
       runs.map((run) => run.workspace.id),
     );
+    const tagNames = include.has('run.workspace')
+      ? await tagNamesOf(
+          await poolOf(ctx),
+          runs.map((run) => run.workspace.id),
+        )
+      : new Map<string, string[]>();
     const comments = await commentIdsOf(
       em,
       runs.map((run) => run.id),
@@ -69,7 +76,9 @@ async function render(
       const rights = workspaceRights(ctx.state.principal, run.organization.id, grants.get(run.workspace.id) ?? null);
       included.push(serializeRun(run, stageIds, runPermissions(rights.runs === 'apply'), comments.get(run.id)));
       if (include.has('run.workspace'))
-        included.push(serializeWorkspace(run.workspace, run.organization.name, workspacePermissions(rights)));
+        included.push(
+          serializeWorkspace(run.workspace, run.organization.name, tagNames.get(run.workspace.id) ?? [], workspacePermissions(rights)),
+        );
     }
   }
   return { data, included };

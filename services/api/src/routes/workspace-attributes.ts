@@ -3,6 +3,7 @@ import { invalidAttribute } from '@runtasks/shared/errors';
 import { type Workspace } from '@runtasks/shared/db';
 import { z } from 'zod';
 import { flexibleBoolean, nameSchema, resourceDocument, safeText } from './schemas.ts';
+import { tagNamesAttribute, tagsRelationship } from './tag-schemas.ts';
 
 /**
  * Every attribute go-tfe's workspace create and update options carry: stored and returned with HCP's
@@ -42,6 +43,8 @@ const settings = {
   'structured-run-output-enabled': flexibleBoolean.optional(),
   'trigger-prefixes': pathList.optional(),
   'trigger-patterns': pathList.optional(),
+  // With the `tags` relationship: the workspace's tags (stored by workspace-tags.ts, not applyAttributes).
+  'tag-names': tagNamesAttribute.optional(),
   'setting-overwrites': z.object({ 'execution-mode': flexibleBoolean.optional(), 'agent-pool': flexibleBoolean.optional() }).optional(),
   // Out of scope here (agent pools, VCS, workspace migrations): only "none" is accepted.
   'agent-pool-id': z.null({ message: 'agent pools are not available; only null is accepted' }).optional(),
@@ -58,7 +61,7 @@ const emptyOnly = (what: string) =>
   z.object({ data: z.array(z.unknown()).max(0, `${what} are not available; only an empty list is accepted`) }).optional();
 const relationships = z
   .object({
-    tags: emptyOnly('workspace tags'),
+    tags: tagsRelationship.optional(),
     'tag-bindings': emptyOnly('tag bindings'),
     project: z.unknown().optional(),
   })

@@ -9,6 +9,7 @@ import { serializeOrganization } from '../serializers/organization.serializer.ts
 import { serializeRun } from '../serializers/run.serializer.ts';
 import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
 import { workspaceFacts, type WorkspaceFacts } from '../services/workspace-facts.ts';
+import { tagNamesOf } from '../services/tag.service.ts';
 
 /** The includes a workspace document serves (list and show). */
 export const WORKSPACE_INCLUDES = ['organization', 'current_run', 'latest_run'] as const;
@@ -70,6 +71,7 @@ export async function workspaceDocuments(
   const grants = await workspaceGrants(ctx.state.em, principal, ids);
   const facts = await workspaceFacts(await poolOf(ctx), ids);
   const locks = await workspaceLockStates(await poolOf(ctx), ids);
+  const tagNames = await tagNamesOf(await poolOf(ctx), ids);
   const rights = new Map(
     workspaces.map((workspace) => [workspace.id, workspaceRights(principal, workspace.organization.id, grants.get(workspace.id) ?? null)]),
   );
@@ -77,6 +79,7 @@ export async function workspaceDocuments(
     serializeWorkspace(
       workspace,
       workspace.organization.name,
+      tagNames.get(workspace.id) ?? [],
       workspacePermissions(rights.get(workspace.id)!),
       facts.get(workspace.id),
       locks.get(workspace.id),

@@ -32,6 +32,17 @@ function single(query: Query, name: string): string | undefined {
 
 const likeEscaped = (text: string): string => text.replace(/[\\%_]/g, (character) => `\\${character}`);
 
+const TAGGED = 'wt.workspace_id = w.id';
+/** The distinct names of a comma-separated list, blanks around them ignored. */
+const tagNames = (list: string | undefined): string[] => [
+  ...new Set(
+    (list ?? '')
+      .split(',')
+      .map((name) => name.trim())
+      .filter((name) => name !== ''),
+  ),
+];
+
 /** The conditions after organization and access ($1-$3), each with its parameter, in order. */
 function filters(query: Query): { sql: string[]; values: unknown[] } {
   const sql: string[] = [];
@@ -44,9 +55,21 @@ function filters(query: Query): { sql: string[]; values: unknown[] } {
   if (search !== undefined) add((param) => `w.name ilike ${param} escape '\\'`, `%${likeEscaped(search)}%`);
   const wildcard = single(query, 'search[wildcard-name]');
   if (wildcard !== undefined) add((param) => `w.name ilike ${param} escape '\\'`, likeEscaped(wildcard).replaceAll('*', '%'));
-  // No workspace has tags here (tags are not available), so a tag search matches none and an exclusion excludes none.
-  if (single(query, 'search[tags]') !== undefined) sql.push('false');
-  single(query, 'search[exclude-tags]');
+  // Comma-separated tag names: the workspace must have every one of `search[tags]` and none of `search[exclude-tags]`.
+  const tags = tagNames(single(query, 'search[tags]'));
+  if (tags.length > 0)
+    add(
+      (param) =>
+        `(select count(*) from workspace_tags wt join tags t on t.id = wt.tag_id where ${TAGGED} and t.name = any(${param}::text[])) = ${tags.length}`,
+      tags,
+    );
+  const excluded = tagNames(single(query, 'search[exclude-tags]'));
+  if (excluded.length > 0)
+    add(
+      (param) =>
+        `not exists (select 1 from workspace_tags wt join tags t on t.id = wt.tag_id where ${TAGGED} and t.name = any(${param}::text[]))`,
+      excluded,
+    );
   const status = single(query, 'filter[current-run][status]');
   if (status !== undefined) {
     const statuses = status.split(',');

@@ -12,6 +12,9 @@ import { orNotFound, respond, uniqueAs, type RouteDef } from './define.ts';
 import { findOrganization } from '../services/organization.service.ts';
 import { findWorkspace } from '../services/workspace.service.ts';
 import { applyAttributes, createSchema, updateSchema } from './workspace-attributes.ts';
+import { linkTags, replaceTags, resolveTags, type TagSelection } from '../services/tag.service.ts';
+import { inTransaction } from '../services/transaction.ts';
+import type { TagReference } from './tag-schemas.ts';
 
 async function documentFor(ctx: ApiContext, workspace: Workspace, include: ReadonlySet<WorkspaceInclude> = new Set()): Promise<Document> {
   const { data, included } = await workspaceDocuments(ctx, [workspace], include);
@@ -24,10 +27,33 @@ const byName = (ctx: ApiContext): FilterQuery<Workspace> => ({
   organization: { name: ctx.params['organization_name'] ?? '' },
 });
 
+interface TaggedDocument {
+  attributes: { 'tag-names'?: string[] | undefined };
+  relationships?: { tags?: { data: TagReference[] } | undefined } | undefined;
+}
+
+/** The tags a create or update document gives (`tag-names` and the `tags` relationship together), if it gives any. */
+async function tagsOf(ctx: ApiContext, organizationId: string, data: TaggedDocument): Promise<TagSelection | undefined> {
+  const names = data.attributes['tag-names'];
+  const references = data.relationships?.tags?.data;
+  if (names === undefined && references === undefined) return undefined;
+  return resolveTags(ctx.state.em, organizationId, references ?? [], (index) => `/data/relationships/tags/data/${index}`, names ?? []);
+}
+
+/** Writes the workspace and its tags in one transaction: a taken name leaves no tag behind. */
+async function save(ctx: ApiContext, work: () => Promise<void>): Promise<void> {
+  await inTransaction(ctx.state.em, async () => {
+    await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
+    await work();
+  });
+}
+
 async function create(ctx: ApiContext): Promise<void> {
   const organization = await findOrganization(ctx);
   if (!canCreateWorkspaces(ctx.state.principal, organization.id)) throw notFound();
-  const input = parseWith(createSchema, ctx.request.body).data.attributes;
+  const document = parseWith(createSchema, ctx.request.body).data;
+  const input = document.attributes;
+  const tags = await tagsOf(ctx, organization.id, document);
   const workspace = ctx.state.em.create(Workspace, {
     id: newId('workspace'),
     organization,
@@ -38,7 +64,9 @@ async function create(ctx: ApiContext): Promise<void> {
     executionMode: organization.defaultExecutionMode,
   });
   applyAttributes(workspace, input);
-  await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
+  await save(ctx, async () => {
+    if (tags) await linkTags(ctx.state.em, organization.id, [workspace.id], tags);
+  });
   respond(ctx, 201, await documentFor(ctx, workspace));
 }
 
@@ -53,8 +81,13 @@ function showWith(where: (ctx: ApiContext) => FilterQuery<Workspace>) {
 function updateWith(where: (ctx: ApiContext) => FilterQuery<Workspace>) {
   return async (ctx: ApiContext): Promise<void> => {
     const workspace = await findWorkspace(ctx, 'manage', where(ctx));
-    applyAttributes(workspace, parseWith(updateSchema, ctx.request.body).data.attributes);
-    await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
+    const document = parseWith(updateSchema, ctx.request.body).data;
+    // Tags given in an update replace the workspace's tags, as a PATCH of a relationship does.
+    const tags = await tagsOf(ctx, workspace.organization.id, document);
+    applyAttributes(workspace, document.attributes);
+    await save(ctx, async () => {
+      if (tags) await replaceTags(ctx.state.em, workspace.organization.id, workspace.id, tags);
+    });
     respond(ctx, 200, await documentFor(ctx, workspace));
   };
 }

@@ -38,7 +38,7 @@ function settingAttributes(workspace: Workspace): Record<string, unknown> {
  * What HCP computes: nothing here manages resources (there are no state versions), so every
  * workspace is destroyable and safe to delete, and counts of resources and policy checks are zero.
  */
-function readOnlyAttributes(workspace: Workspace): Record<string, unknown> {
+function readOnlyAttributes(workspace: Workspace, tagNames: readonly string[]): Record<string, unknown> {
   return {
     actions: { 'is-destroyable': true },
     'can-queue-destroy-plan': workspace.allowDestroyPlan,
@@ -48,20 +48,21 @@ function readOnlyAttributes(workspace: Workspace): Record<string, unknown> {
     'apply-duration-average': null,
     'plan-duration-average': null,
     'policy-check-failures': null,
-    'tag-names': [],
+    'tag-names': [...tagNames],
     'created-at': timestamp(workspace.createdAt),
     'updated-at': timestamp(workspace.updatedAt),
   };
 }
 
 /**
- * `permissions` are the caller's, `facts` summarize its runs: both are left out where they were not read
+ * `tagNames` are the workspace's tags, sorted (every document has them, as in HCP). `permissions` are the caller's, `facts` summarize its runs: both are left out where they were not read
  * (resources included in another document), rather than shown as a "none" that may be false. `lock`,
  * where known, gives `locked` and `locked-by` (a person's lock, or the run holding the workspace).
  */
 export function serializeWorkspace(
   workspace: Workspace,
   organizationName: string,
+  tagNames: readonly string[],
   permissions?: Permissions,
   facts?: WorkspaceFacts,
   lock?: LockState,
@@ -72,7 +73,7 @@ export function serializeWorkspace(
     type: 'workspaces',
     attributes: {
       ...settingAttributes(workspace),
-      ...readOnlyAttributes(workspace),
+      ...readOnlyAttributes(workspace, tagNames),
       ...(facts && { 'run-failures': facts.runFailures, 'workspace-kpis-runs-count': facts.runsCount }),
       ...(permissions && { permissions }),
       ...(lock && { locked: holder !== null }),

@@ -10,6 +10,7 @@ import { Run } from './run.entity.ts';
 import { TaskResultOutcome } from './task-result-outcome.entity.ts';
 import { TaskResult } from './task-result.entity.ts';
 import { TaskStage } from './task-stage.entity.ts';
+import { Tag, WorkspaceTag } from './tag.entity.ts';
 import { TeamWorkspace } from './team-workspace.entity.ts';
 import { Team } from './team.entity.ts';
 import { WorkspaceTask } from './workspace-task.entity.ts';
@@ -29,10 +30,12 @@ export {
   TaskResult,
   TaskResultOutcome,
   TaskStage,
+  Tag,
   Team,
   TeamWorkspace,
   Workspace,
   WorkspaceRemoteStateConsumer,
+  WorkspaceTag,
   WorkspaceTask,
 };
 export { TOKEN_KINDS, type TokenKind } from './api-token.entity.ts';
@@ -56,4 +59,6 @@ export const ENTITIES = [
   PageSession,
   RunComment,
   WorkspaceRemoteStateConsumer,
+  Tag,
+  WorkspaceTag,
 ];

@@ -24,6 +24,7 @@ import { Migration20261126800000RunAttributes } from './Migration20261126800000R
 import { Migration20261126900000WorkspaceSettings } from './Migration20261126900000WorkspaceSettings.ts';
 import { Migration20261126950000OrganizationSettings } from './Migration20261126950000OrganizationSettings.ts';
 import { Migration20261126990000RunComments } from './Migration20261126990000RunComments.ts';
+import { Migration20261127100000WorkspaceTags } from './Migration20261127100000WorkspaceTags.ts';
 import { Migration20261127200000RemoteStateConsumers } from './Migration20261127200000RemoteStateConsumers.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
@@ -53,5 +54,6 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261126900000WorkspaceSettings', class: Migration20261126900000WorkspaceSettings },
   { name: 'Migration20261126950000OrganizationSettings', class: Migration20261126950000OrganizationSettings },
   { name: 'Migration20261126990000RunComments', class: Migration20261126990000RunComments },
+  { name: 'Migration20261127100000WorkspaceTags', class: Migration20261127100000WorkspaceTags },
   { name: 'Migration20261127200000RemoteStateConsumers', class: Migration20261127200000RemoteStateConsumers },
 ];

@@ -3,14 +3,14 @@ import { z } from 'zod';
 import { poolOf, type ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { collection, parsePage } from '../http/pagination.ts';
-import { changeConsumers, consumerPage, type ConsumerChange } from '../services/remote-state-consumers.ts';
+import { changeConsumers, consumerPage, type ConsumerChange } from '../services/remote-state-consumer.service.ts';
 import { findWorkspace } from '../services/workspace.service.ts';
 import { publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { identifier } from './schemas.ts';
 import { workspaceDocuments } from './workspace-documents.ts';
 
 /**
- * A workspace's remote state consumers (rules in services/remote-state-consumers.ts). Reading them
+ * A workspace's remote state consumers (rules in services/remote-state-consumer.service.ts). Reading them
  * takes reading the workspace; changing them takes what updating its settings takes.
  */
 

@@ -6,8 +6,12 @@ import { type Enforcement, expectStatus, type Stage, startTaskServer, type TaskS
 
 /** The API, a task server, a standard organization, and helpers that create tasks and runs with them. */
 export function useRunTasksGolden() {
-  // std: a standard organization, entitled to global run tasks.
-  const g = {} as { h: Harness; taskServer: TaskServer; std: Fixture };
+  const g = {} as {
+    h: Harness;
+    taskServer: TaskServer;
+    /** A standard organization, entitled to global run tasks. */
+    std: Fixture;
+  };
 
   const taskDocument = (attributes: Record<string, unknown>) => ({
     data: { type: 'tasks', attributes: { category: 'task', url: g.taskServer.url, ...attributes } },

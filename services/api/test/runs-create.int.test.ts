@@ -176,7 +176,7 @@ describe('runs API', () => {
     });
 
     // With its operations the API would also publish the run's job at once, where Redis is there
-    // (services/worker/test/outbox.int.test.ts); the run and its event never wait for it.
+    // (services/worker/test/outbox-relay.int.test.ts); the run and its event never wait for it.
     it('creates runs with Redis unreachable: the run and its outbox event are in PostgreSQL', async () => {
       const organization = await createOrganization(offline, 'offline');
       const token = await createOrganizationToken(offline, organization);

@@ -29,7 +29,7 @@ import { checkInvariants, expectNoViolations } from '../support/invariants.ts';
  * then answer 503 with Retry-After, never a 500, and every run answered 201 completes. Connection
  * exhaustion: a lock holds every connection of the API's pool, so requests beyond it wait past the checkout
  * timeout and answer 503, and the API serves again once the lock goes. Immediate stops and restarts of
- * PostgreSQL and Redis are in services/worker/test/crash.int.test.ts.
+ * PostgreSQL and Redis are in services/worker/test/crash-redis.int.test.ts and crash-postgres.int.test.ts.
  */
 
 const SUITE = 'backing-services';

@@ -42,7 +42,7 @@ import { OutboxRelay } from '../../services/worker/src/outbox-relay.ts';
  * - SIGTERM while delivering: exit 0, no stalls, no second POST.
  *
  * The same run-created job twice (a replayed outbox row) is covered by
- * services/worker/test/outbox.int.test.ts ("publishing twice is harmless"), and a job processed twice by
+ * services/worker/test/outbox-relay.int.test.ts ("publishing twice is harmless"), and a job processed twice by
  * two workers happens here whenever a stalled job runs again; not repeated as a test of its own.
  * FAULT_SEED replays a fault schedule; FAULT_RUNS changes the load (default 1,000).
  */

@@ -1,23 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { loggerOptions } from '@runtasks/shared/logger';
+import { describe, expect, it } from '@jest/globals';
 import { mkdirSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { launchChromium } from '../../../test/support/browser.ts';
-import { pino } from 'pino';
-import {
-  attachTask,
-  createOrganization,
-  createOrganizationToken,
-  createRun,
-  createTask,
-  createWorkspace,
-  eventually,
-  type Fixture,
-} from '../../../test/support/fixtures.ts';
-import { startHarness, type Harness } from '../../../test/support/harness.ts';
-import { startScriptedServer, type RunTaskPayload, type ScriptedServer } from '../../../test/support/scripted-server.ts';
-import { startWorker, type RunningWorker } from '../../worker/src/worker.ts';
+import { createRun } from '../../../test/support/fixtures.ts';
+import { callBackWith, CSP_LOG, DOM_CENSUS, type DomCensus, HOSTILE_OUTCOME, PWNED, ROOT } from './run-pages/browser-content.ts';
+import { useRunPagesBrowser } from './run-pages/browser-setup.ts';
 
 /**
  * The run pages in a real browser (Debian's Chromium through playwright-core): sign in with a token,
@@ -25,150 +10,9 @@ import { startWorker, type RunningWorker } from '../../worker/src/worker.ts';
  * without reloading, override from the page, sign out; a foreign run's page is a missing one's; what
  * task servers send renders inert, and the pages' Content-Security-Policy is never violated.
  */
-
-const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-const CSP_LOG = 'content security policy violation';
-/** Every attempt to run script in what task servers send sets this, were it to run. */
-const PWNED = 'window.__pwned=1';
-
-/** Task server content meant to break out: script, event handlers, javascript: links, HTML in Markdown and tag labels. */
-const HOSTILE_OUTCOME = {
-  type: 'task-result-outcomes',
-  attributes: {
-    'outcome-id': 'CVE-2026-0001<script>',
-    description: `<img src=x onerror="${PWNED}">Outdated TLS library`,
-    // The API refuses javascript: in url fields; the Markdown below still carries such links.
-    url: 'https://example.com/CVE-2026-0001',
-    body: [
-      '## Finding',
-      '',
-      'The **openssl** package is out of date. See [the advisory](https://example.com/advisory) and',
-      `[this link](javascript:${PWNED}) and [that one](data:text/html,<script>${PWNED}</script>).`,
-      '',
-      `<script>${PWNED}</script>`,
-      '',
-      `<img src=x onerror="${PWNED}"> <a href="javascript:${PWNED}">raw</a> <iframe src="https://example.com"></iframe>`,
-      '',
-      '| Package | Version |',
-      '| ------- | ------- |',
-      '| openssl | 1.0.2   |',
-    ].join('\n'),
-    tags: {
-      Severity: [{ label: `<img src=x onerror="${PWNED}">High`, level: 'error' }],
-      Status: [{ label: 'Failed', level: 'error' }],
-      [`<b onmouseover="${PWNED}">Kind</b>`]: [{ label: 'info', level: 'info' }],
-    },
-  },
-};
-
-// Browser-side code as text: the tests are type-checked without the DOM's types.
-/** Records every violation of the pages' policy in the page itself, from before its first script. */
-const RECORD_VIOLATIONS = `window.__violations = [];
-  document.addEventListener('securitypolicyviolation', (event) => window.__violations.push(event.violatedDirective + ' ' + event.blockedURI));`;
-
-interface DomCensus {
-  pwned: unknown;
-  scripts: string[];
-  inlineScripts: number;
-  images: number;
-  frames: number;
-  handlers: string[];
-  links: { href: string | null; rel: string | null }[];
-}
-
-/** What in the document could run or load something. */
-const DOM_CENSUS = `({
-  pwned: window.__pwned,
-  scripts: [...document.scripts].filter((script) => script.src).map((script) => new URL(script.src).pathname),
-  inlineScripts: [...document.scripts].filter((script) => !script.src).length,
-  images: document.images.length,
-  frames: document.querySelectorAll('iframe, object, embed').length,
-  handlers: [...document.querySelectorAll('*')].flatMap((element) => element.getAttributeNames().filter((name) => name.startsWith('on'))),
-  links: [...document.querySelectorAll('a[href]')].map((anchor) => ({ href: anchor.getAttribute('href'), rel: anchor.getAttribute('rel') })),
-})`;
-
-/** PATCHes a result's callback with any attributes and outcomes, as a task server does. */
-async function callBackWith(payload: RunTaskPayload, attributes: Record<string, unknown>, outcomes: unknown[] = []): Promise<number> {
-  const response = await fetch(payload.task_result_callback_url, {
-    method: 'PATCH',
-    headers: { authorization: `Bearer ${payload.access_token}`, 'content-type': 'application/vnd.api+json' },
-    body: JSON.stringify({ data: { type: 'task-results', attributes, relationships: { outcomes: { data: outcomes } } } }),
-  });
-  await response.arrayBuffer();
-  return response.status;
-}
-
 describe('the run pages in a browser', () => {
-  const lines: string[] = [];
-  let h: Harness;
-  let worker: RunningWorker;
-  let server: ScriptedServer;
-  let browser: Browser;
-  let owner: Fixture;
-  let runId: string;
-  let foreignRunPath: string;
-
-  type Payload = RunTaskPayload & { stage: string; task_result_enforcement_level: string; run_app_url: string; workspace_app_url: string };
-  /** A run's delivery for a stage and enforcement level (one task each: lint, scanner, costs); the first run's unless told. */
-  const deliveryOf = (stage: string, enforcement: string, run = runId): Promise<Payload> =>
-    eventually(async () => {
-      const payloads = server.deliveries.map((delivery) => delivery.payload as Payload);
-      return payloads.find(
-        (payload) => payload.run_id === run && payload.stage === stage && payload.task_result_enforcement_level === enforcement,
-      );
-    }, 20_000);
-
-  beforeAll(async () => {
-    const logger = pino(loggerOptions('warn', 'run-pages-test'), { write: (line: string) => void lines.push(line) });
-    h = await startHarness({ reachableBaseUrl: true, logger, env: { PAGES_REFRESH_SECONDS: '1', RATE_LIMIT_PER_SECOND: '0' } });
-    worker = await startWorker({ config: h.config, orm: h.orm, logger: h.logger, secrets: h.secrets, taskClient: h.taskClient });
-    server = await startScriptedServer((_delivery, res) => void res.writeHead(200).end());
-    const organization = await createOrganization(h, 'pages', { 'task-overrides-enabled': true });
-    const organizationToken = await createOrganizationToken(h, organization);
-    owner = {
-      organization,
-      organizationToken,
-      workspaceId: await createWorkspace(h, organization, organizationToken, 'network'),
-      teamId: '',
-    };
-    const lint = await createTask(h, owner, server.url, { name: 'lint' });
-    const scanner = await createTask(h, owner, server.url, { name: 'scanner' });
-    const costs = await createTask(h, owner, server.url, { name: 'costs' });
-    await attachTask(h, owner, owner.workspaceId, lint, 'mandatory', ['pre_plan']);
-    await attachTask(h, owner, owner.workspaceId, scanner, 'mandatory', ['post_plan']);
-    await attachTask(h, owner, owner.workspaceId, costs, 'advisory', ['post_plan']);
-    runId = await createRun(h, organizationToken, owner.workspaceId, { message: 'Upgrade <b>openssl</b>', 'auto-apply': true });
-
-    const other = await createOrganization(h, 'elsewhere');
-    const otherToken = await createOrganizationToken(h, other);
-    const otherWorkspace = await createWorkspace(h, other, otherToken, 'secret-ws');
-    foreignRunPath = `/app/${other}/workspaces/secret-ws/runs/${await createRun(h, otherToken, otherWorkspace)}`;
-    browser = await launchChromium();
-  }, 60_000);
-
-  afterAll(async () => {
-    await browser?.close();
-    await server?.close();
-    await worker?.close();
-    await h?.close();
-  }, 30_000);
-
-  /** A browser context that records every violation of the pages' policy in the page itself. */
-  async function newContext(colorScheme: 'light' | 'dark' = 'light'): Promise<BrowserContext> {
-    const context = await browser.newContext({ colorScheme, viewport: { width: 1100, height: 900 } });
-    await context.addInitScript({ content: RECORD_VIOLATIONS });
-    return context;
-  }
-
-  const violations = (page: Page): Promise<string[]> => page.evaluate<string[]>('window.__violations');
-
-  async function signIn(page: Page, token: string): Promise<void> {
-    await page.getByLabel('API token').fill(token);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.waitForLoadState('domcontentloaded');
-  }
-
-  const stageHeading = (page: Page, stage: string) => page.getByRole('heading', { level: 3, name: new RegExp(`^${stage}`, 'i') });
+  const g = useRunPagesBrowser();
+  const { lines, deliveryOf, newContext, violations, signIn, stageHeading } = g;
 
   it('signs in from a payload link, shows the run live as it moves, takes an override, and renders what servers send inert', async () => {
     const context = await newContext();
@@ -176,14 +20,14 @@ describe('the run pages in a browser', () => {
     try {
       const lint = await deliveryOf('pre_plan', 'mandatory');
       const runUrl = new URL(lint.run_app_url);
-      expect(runUrl.pathname).toBe(`/app/pages/workspaces/network/runs/${runId}`);
+      expect(runUrl.pathname).toBe(`/app/pages/workspaces/network/runs/${g.runId}`);
 
       // The link a task server is sent asks for a sign-in first, then opens the run itself.
       await page.goto(runUrl.href, { waitUntil: 'domcontentloaded' });
       expect(new URL(page.url()).pathname).toBe('/session');
-      await signIn(page, owner.organizationToken);
+      await signIn(page, g.owner.organizationToken);
       expect(page.url()).toBe(runUrl.href);
-      expect(await page.getByRole('heading', { level: 1 }).textContent()).toContain(runId);
+      expect(await page.getByRole('heading', { level: 1 }).textContent()).toContain(g.runId);
       await stageHeading(page, 'pre plan').waitFor();
       expect(await stageHeading(page, 'pre plan').textContent()).toMatch(/running/);
       // A mark on the window: it survives the updates below only if the page is never reloaded.
@@ -285,14 +129,14 @@ describe('the run pages in a browser', () => {
     try {
       const workspaceUrl = (await deliveryOf('pre_plan', 'mandatory')).workspace_app_url;
       await page.goto(workspaceUrl, { waitUntil: 'domcontentloaded' });
-      await signIn(page, owner.organizationToken);
+      await signIn(page, g.owner.organizationToken);
       expect(page.url()).toBe(workspaceUrl);
       expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('network');
-      expect(await page.getByRole('link', { name: runId }).getAttribute('href')).toBe(`/app/pages/workspaces/network/runs/${runId}`);
+      expect(await page.getByRole('link', { name: g.runId }).getAttribute('href')).toBe(`/app/pages/workspaces/network/runs/${g.runId}`);
       expect(await page.getByRole('row', { name: /scanner/ }).textContent()).toMatch(/post plan\s*mandatory/);
       await page.screenshot({ path: `${ROOT}test-results/workspace-page.png`, fullPage: true });
 
-      await page.goto(`${h.baseUrl}/app/pages/workspaces/network/runs/${runId}`, { waitUntil: 'domcontentloaded' });
+      await page.goto(`${g.h.baseUrl}/app/pages/workspaces/network/runs/${g.runId}`, { waitUntil: 'domcontentloaded' });
       await page.screenshot({ path: `${ROOT}test-results/run-page-dark.png`, fullPage: true });
       // Usable with the keyboard: the first Tab reaches the skip link, which moves focus to the content,
       // and the delivery attempts open with Enter.
@@ -309,9 +153,9 @@ describe('the run pages in a browser', () => {
       expect(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth')).toBe(true);
       await page.screenshot({ path: `${ROOT}test-results/run-page-narrow.png`, fullPage: true });
 
-      const foreign = await page.goto(`${h.baseUrl}${foreignRunPath}`);
+      const foreign = await page.goto(`${g.h.baseUrl}${g.foreignRunPath}`);
       const foreignPage = [foreign?.status(), await foreign?.text()];
-      const missing = await page.goto(`${h.baseUrl}${foreignRunPath.replace(/runs\/.*$/, 'runs/run-0000000000000000')}`);
+      const missing = await page.goto(`${g.h.baseUrl}${g.foreignRunPath.replace(/runs\/.*$/, 'runs/run-0000000000000000')}`);
       expect(foreignPage[0]).toBe(404);
       expect(foreignPage).toEqual([missing?.status(), await missing?.text()]);
       expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('Not found');
@@ -326,13 +170,15 @@ describe('the run pages in a browser', () => {
     } finally {
       await context.close();
     }
-    const [{ count }] = await h.orm.em.fork().execute<{ count: string }[]>(`select count(*) from page_sessions`);
+    const [{ count }] = await g.h.orm.em.fork().execute<{ count: string }[]>(`select count(*) from page_sessions`);
     // The first test's session stays (it never signed out); this one's is gone from the server.
     expect(Number(count)).toBe(1);
   }, 60_000);
 
   it("takes the README's picture of a run whose scanner found something", async () => {
-    const run = await createRun(h, owner.organizationToken, owner.workspaceId, { message: 'Add a NAT gateway to the private subnets' });
+    const run = await createRun(g.h, g.owner.organizationToken, g.owner.workspaceId, {
+      message: 'Add a NAT gateway to the private subnets',
+    });
     expect(
       await callBackWith(await deliveryOf('pre_plan', 'mandatory', run), { status: 'passed', message: 'Formatting and naming rules met' }),
     ).toBe(200);
@@ -375,8 +221,8 @@ describe('the run pages in a browser', () => {
     const context = await newContext();
     const page = await context.newPage();
     try {
-      await page.goto(`${h.baseUrl}/app/pages/workspaces/network/runs/${run}`, { waitUntil: 'domcontentloaded' });
-      await signIn(page, owner.organizationToken);
+      await page.goto(`${g.h.baseUrl}/app/pages/workspaces/network/runs/${run}`, { waitUntil: 'domcontentloaded' });
+      await signIn(page, g.owner.organizationToken);
       await page.getByRole('heading', { level: 3, name: /post plan awaiting override/i }).waitFor({ timeout: 15_000 });
       expect(await page.locator('table.outcomes tbody th').allTextContents()).toEqual(['AWS-0104', 'AWS-0178']);
       await page.getByText('Details of AWS-0104').click();

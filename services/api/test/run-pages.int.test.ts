@@ -1,128 +1,23 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { loggerOptions } from '@runtasks/shared/logger';
-import { pino } from 'pino';
-import {
-  api,
-  attachTask,
-  createRun,
-  createTask,
-  createTeam,
-  createTeamToken,
-  createWorkspace,
-  grantWorkspace,
-  seedOrganization,
-  type Fixture,
-} from '../../../test/support/fixtures.ts';
-import { startHarness, type Harness } from '../../../test/support/harness.ts';
-import { startScriptedServer, type ScriptedServer } from '../../../test/support/scripted-server.ts';
+import { describe, expect, it } from '@jest/globals';
+import { api, createRun, createTeam, createTeamToken, createWorkspace, grantWorkspace } from '../../../test/support/fixtures.ts';
+import { startHarness } from '../../../test/support/harness.ts';
+import { type Browser, cookieOf, csrfIn } from './run-pages/http-forms.ts';
+import { useRunPagesHttp } from './run-pages/http-setup.ts';
 
 /**
  * The run pages over HTTP: sessions (cookie attributes, hashed storage, expiry, sign-out, a revoked or
  * expired token), CSRF on every form, the API's permissions and 404s, and the policy's report endpoint.
  * The browser suite (run-pages.browser.int.test.ts) drives the same pages through a real run.
  */
-
-const FORM = 'application/x-www-form-urlencoded';
-
-interface Browser {
-  cookie: string;
-  csrf: string;
-}
-
-const cookieOf = (response: Response, name: string): string | undefined =>
-  response.headers
-    .getSetCookie()
-    .find((line) => line.startsWith(`${name}=`))
-    ?.split(';')[0];
-
-const csrfIn = (page: string): string => /name="csrf" value="([0-9a-f]{64})"/.exec(page)?.[1] ?? '';
-
 describe('the run pages over HTTP', () => {
-  const lines: string[] = [];
-  let h: Harness;
-  let server: ScriptedServer;
-  let f: Fixture;
-  let other: Fixture;
-  let readerToken: string;
-  let runId: string;
-  let runPath: string;
-  let stageId: string;
-  let foreignRunPath: string;
-
-  const get = (path: string, cookie?: string, headers: Record<string, string> = {}): Promise<Response> =>
-    fetch(`${h.baseUrl}${path}`, { redirect: 'manual', headers: { ...(cookie ? { cookie } : {}), ...headers } });
-  const post = (path: string, cookie: string | undefined, fields: Record<string, string>, headers: Record<string, string> = {}) =>
-    fetch(`${h.baseUrl}${path}`, {
-      method: 'POST',
-      redirect: 'manual',
-      headers: { 'content-type': FORM, ...(cookie ? { cookie } : {}), ...headers },
-      body: new URLSearchParams(fields).toString(),
-    });
-
-  /** Signs in as a browser does: the form (its cookie and CSRF token), then the token posted. */
-  async function signIn(token: string, base = h.baseUrl): Promise<Browser> {
-    const form = await fetch(`${base}/session`, { redirect: 'manual' });
-    const signInCookie = cookieOf(form, 'runtasks_sign_in') ?? '';
-    const response = await fetch(`${base}/session`, {
-      method: 'POST',
-      redirect: 'manual',
-      headers: { 'content-type': FORM, cookie: signInCookie },
-      body: new URLSearchParams({ csrf: csrfIn(await form.text()), token }).toString(),
-    });
-    expect(response.status).toBe(303);
-    const cookie = cookieOf(response, 'runtasks_session') ?? '';
-    const home = await fetch(`${base}/app`, { redirect: 'manual', headers: { cookie } });
-    const page =
-      home.status === 200
-        ? await home.text()
-        : await (await fetch(`${base}${home.headers.get('location')}`, { headers: { cookie } })).text();
-    return { cookie, csrf: csrfIn(page) };
-  }
-
-  const sql = <T>(query: string, params: unknown[] = []): Promise<T[]> => h.orm.em.fork().execute<T[]>(query, params);
-  const stageStatus = async (): Promise<string | undefined> =>
-    (await sql<{ status: string }>(`select status from task_stages where id = ?`, [stageId]))[0]?.status;
-
-  /** A run held at its post_plan stage awaiting an override, as the worker leaves one (set up directly: no worker here). */
-  async function awaitingRun(): Promise<void> {
-    runId = await createRun(h, f.organizationToken, f.workspaceId, { message: 'held' });
-    const [stage] = await sql<{ id: string }>(`select id from task_stages where run_id = ?`, [runId]);
-    stageId = stage?.id ?? '';
-    await sql(`update task_stages set status = 'awaiting_override' where id = ?`, [stageId]);
-    await sql(`update task_results set status = 'failed' where task_stage_id = ?`, [stageId]);
-    await sql(`update runs set status = 'post_plan_awaiting_decision' where id = ?`, [runId]);
-    runPath = `/app/${f.organization}/workspaces/${f.organization}-ws/runs/${runId}`;
-  }
-
-  beforeAll(async () => {
-    const logger = pino(loggerOptions('warn', 'run-pages-http'), { write: (line: string) => void lines.push(line) });
-    h = await startHarness({ logger, env: { RATE_LIMIT_PER_SECOND: '0' } });
-    f = await seedOrganization(h, 'pages-http');
-    await api(h, 'patch', `/organizations/${f.organization}`, h.adminToken, {
-      data: { type: 'organizations', attributes: { 'task-overrides-enabled': true } },
-    }).expect(200);
-    // Answers the task's verification; no worker runs here, so nothing is delivered to it.
-    server = await startScriptedServer((_delivery, res) => void res.writeHead(200).end());
-    const task = await createTask(h, f, server.url, { name: 'scanner' });
-    await attachTask(h, f, f.workspaceId, task);
-    // A team that may read the workspace's runs, and nothing more.
-    await grantWorkspace(h, f.organizationToken, f.teamId, f.workspaceId, { access: 'read' });
-    readerToken = await createTeamToken(h, f.organizationToken, f.teamId);
-    await awaitingRun();
-    other = await seedOrganization(h, 'pages-other');
-    foreignRunPath = `/app/${other.organization}/workspaces/${other.organization}-ws/runs/${await createRun(h, other.organizationToken, other.workspaceId)}`;
-  }, 60_000);
-
-  afterAll(async () => {
-    await server?.close();
-    await h?.close();
-  });
+  const g = useRunPagesHttp();
+  const { lines, get, post, signIn, sql, stageStatus, awaitingRun } = g;
 
   it('sends a browser without a session to the sign-in form, and a fragment request a 401', async () => {
-    const page = await get(runPath);
-    expect([page.status, page.headers.get('location')]).toEqual([303, `/session?next=${runPath}`]);
-    expect((await get(`${runPath}/live`)).status).toBe(401);
-    expect((await post(`${runPath}/override`, undefined, { stage: stageId })).status).toBe(303);
+    const page = await get(g.runPath);
+    expect([page.status, page.headers.get('location')]).toEqual([303, `/session?next=${g.runPath}`]);
+    expect((await get(`${g.runPath}/live`)).status).toBe(401);
+    expect((await post(`${g.runPath}/override`, undefined, { stage: g.stageId })).status).toBe(303);
     expect(await stageStatus()).toBe('awaiting_override');
   });
 
@@ -148,25 +43,25 @@ describe('the run pages over HTTP', () => {
     const signInCookie = cookieOf(form, 'runtasks_sign_in') ?? '';
     const csrf = csrfIn(await form.text());
     const attempts: [Record<string, string>, string, number][] = [
-      [{ token: f.organizationToken }, signInCookie, 403],
-      [{ token: f.organizationToken, csrf: 'f'.repeat(64) }, signInCookie, 403],
-      [{ token: f.organizationToken, csrf }, '', 403],
+      [{ token: g.f.organizationToken }, signInCookie, 403],
+      [{ token: g.f.organizationToken, csrf: 'f'.repeat(64) }, signInCookie, 403],
+      [{ token: g.f.organizationToken, csrf }, '', 403],
       [{ token: 'not-a-token', csrf }, signInCookie, 401],
-      [{ token: `${f.organizationToken}x`, csrf }, signInCookie, 401],
+      [{ token: `${g.f.organizationToken}x`, csrf }, signInCookie, 401],
     ];
     for (const [fields, cookie, status] of attempts) {
       const response = await post('/session', cookie, fields);
       expect({ fields: Object.keys(fields), status: response.status }).toEqual({ fields: Object.keys(fields), status });
       expect(cookieOf(response, 'runtasks_session')).toBeUndefined();
     }
-    const asJson = await fetch(`${h.baseUrl}/session`, {
+    const asJson = await fetch(`${g.h.baseUrl}/session`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', cookie: signInCookie },
-      body: JSON.stringify({ token: f.organizationToken, csrf }),
+      body: JSON.stringify({ token: g.f.organizationToken, csrf }),
     });
     expect(asJson.status).toBe(415);
     // A token in the query string signs nothing in.
-    const inUrl = await get(`/session?token=${f.organizationToken}&next=/app`);
+    const inUrl = await get(`/session?token=${g.f.organizationToken}&next=/app`);
     expect(cookieOf(inUrl, 'runtasks_session')).toBeUndefined();
     expect(await count()).toBe(before);
   });
@@ -175,16 +70,16 @@ describe('the run pages over HTTP', () => {
     const form = await get('/session');
     const signInCookie = cookieOf(form, 'runtasks_sign_in') ?? '';
     const csrf = csrfIn(await form.text());
-    const response = await post('/session', signInCookie, { csrf, token: f.organizationToken, next: runPath });
-    expect([response.status, response.headers.get('location')]).toEqual([303, runPath]);
+    const response = await post('/session', signInCookie, { csrf, token: g.f.organizationToken, next: g.runPath });
+    expect([response.status, response.headers.get('location')]).toEqual([303, g.runPath]);
     const line = response.headers.getSetCookie().find((cookie) => cookie.startsWith('runtasks_session=')) ?? '';
     expect(line).toMatch(/^runtasks_session=[A-Za-z0-9_-]{43}; Path=\/; Max-Age=28800; HttpOnly; SameSite=Strict$/);
     const id = line.split(';')[0]?.split('=')[1] ?? '';
-    const rows = await sql<{ id_hash: string }>(`select id_hash from page_sessions where id_hash = ?`, [h.secrets.hashToken(id)]);
+    const rows = await sql<{ id_hash: string }>(`select id_hash from page_sessions where id_hash = ?`, [g.h.secrets.hashToken(id)]);
     expect(rows).toHaveLength(1);
     expect((await sql(`select 1 from page_sessions where id_hash = ?`, [id])).length).toBe(0);
     for (const next of ['https://evil.example/app', '//evil.example/app', '/api/v2/organizations', '/app/../admin']) {
-      const again = await post('/session', signInCookie, { csrf, token: f.organizationToken, next });
+      const again = await post('/session', signInCookie, { csrf, token: g.f.organizationToken, next });
       expect({ next, location: again.headers.get('location') }).toEqual({ next, location: '/app' });
     }
   });
@@ -201,7 +96,7 @@ describe('the run pages over HTTP', () => {
 
   it('ends a session at sign-out (CSRF checked), at its expiry, and when its token is revoked or expires', async () => {
     const live = async (browser: Browser): Promise<boolean> => (await get('/app', browser.cookie)).status !== 303;
-    const first = await signIn(f.organizationToken);
+    const first = await signIn(g.f.organizationToken);
     expect(await live(first)).toBe(true);
     expect((await post('/session/sign-out', first.cookie, { csrf: 'a'.repeat(64) })).status).toBe(403);
     expect(await live(first)).toBe(true);
@@ -210,40 +105,40 @@ describe('the run pages over HTTP', () => {
     expect(out.headers.getSetCookie()[0]).toMatch(/^runtasks_session=; Path=\/; Max-Age=0;/);
     expect(await live(first)).toBe(false);
 
-    const expiring = await signIn(f.organizationToken);
+    const expiring = await signIn(g.f.organizationToken);
     await sql(`update page_sessions set expires_at = now() - interval '1 second' where id_hash = ?`, [
-      h.secrets.hashToken(expiring.cookie.split('=')[1] ?? ''),
+      g.h.secrets.hashToken(expiring.cookie.split('=')[1] ?? ''),
     ]);
     expect(await live(expiring)).toBe(false);
 
-    const team = await createTeam(h, f.organization, f.organizationToken, 'short-lived');
-    await grantWorkspace(h, f.organizationToken, team, f.workspaceId, { access: 'read' });
-    const teamToken = await createTeamToken(h, f.organizationToken, team);
+    const team = await createTeam(g.h, g.f.organization, g.f.organizationToken, 'short-lived');
+    await grantWorkspace(g.h, g.f.organizationToken, team, g.f.workspaceId, { access: 'read' });
+    const teamToken = await createTeamToken(g.h, g.f.organizationToken, team);
     const expired = await signIn(teamToken);
     expect(await live(expired)).toBe(true);
     await sql(`update api_tokens set expires_at = now() - interval '1 second' where team_id = ?`, [team]);
     expect(await live(expired)).toBe(false);
 
-    const revokedToken = await createTeamToken(h, f.organizationToken, team);
+    const revokedToken = await createTeamToken(g.h, g.f.organizationToken, team);
     const revoked = await signIn(revokedToken);
     expect(await live(revoked)).toBe(true);
-    await api(h, 'delete', `/teams/${team}/authentication-token`, f.organizationToken).expect(204);
+    await api(g.h, 'delete', `/teams/${team}/authentication-token`, g.f.organizationToken).expect(204);
     expect(await live(revoked)).toBe(false);
   });
 
   it('shows a foreign, a hidden and a missing page exactly alike: one 404 page', async () => {
-    const owner = await signIn(f.organizationToken);
+    const owner = await signIn(g.f.organizationToken);
     const paths = [
-      foreignRunPath,
-      foreignRunPath.replace(/run-[A-Za-z0-9]+$/, 'run-doesnotexist00000'),
-      `/app/${f.organization}/workspaces/${f.organization}-ws/runs/run-doesnotexist00000`,
+      g.foreignRunPath,
+      g.foreignRunPath.replace(/run-[A-Za-z0-9]+$/, 'run-doesnotexist00000'),
+      `/app/${g.f.organization}/workspaces/${g.f.organization}-ws/runs/run-doesnotexist00000`,
       // The run, under a workspace or organization it is not in.
-      runPath.replace(`/workspaces/${f.organization}-ws/`, `/workspaces/${other.organization}-ws/`),
-      runPath.replace(`/app/${f.organization}/`, `/app/${other.organization}/`),
-      `/app/${other.organization}/workspaces/${other.organization}-ws`,
-      `/app/${other.organization}`,
+      g.runPath.replace(`/workspaces/${g.f.organization}-ws/`, `/workspaces/${g.other.organization}-ws/`),
+      g.runPath.replace(`/app/${g.f.organization}/`, `/app/${g.other.organization}/`),
+      `/app/${g.other.organization}/workspaces/${g.other.organization}-ws`,
+      `/app/${g.other.organization}`,
       `/app/no-such-organization`,
-      `/app/${f.organization}/no-such-page`,
+      `/app/${g.f.organization}/no-such-page`,
       `/app/%E0%A4%A`,
     ];
     const pages = await Promise.all(paths.map(async (path) => ({ path, response: await get(path, owner.cookie) })));
@@ -252,69 +147,74 @@ describe('the run pages over HTTP', () => {
     );
     for (const page of bodies)
       expect({ path: page.path, status: page.status, body: page.body }).toEqual({ path: page.path, status: 404, body: bodies[0]?.body });
-    const fragments = await Promise.all([get(`${foreignRunPath}/live`, owner.cookie), get(`${paths[1]}/live`, owner.cookie)]);
+    const fragments = await Promise.all([get(`${g.foreignRunPath}/live`, owner.cookie), get(`${paths[1]}/live`, owner.cookie)]);
     expect(fragments.map((response) => response.status)).toEqual([404, 404]);
     expect(await fragments[0]?.text()).toBe(await fragments[1]?.text());
     // The same run is there for its own organization.
-    expect((await get(runPath, owner.cookie)).status).toBe(200);
+    expect((await get(g.runPath, owner.cookie)).status).toBe(200);
   });
 
   it('offers and allows an override and run actions only as the API would, with CSRF on every form', async () => {
-    const reader = await signIn(readerToken);
-    const readerPage = await (await get(runPath, reader.cookie)).text();
+    const reader = await signIn(g.readerToken);
+    const readerPage = await (await get(g.runPath, reader.cookie)).text();
     expect(readerPage).toContain('awaiting override');
     expect(readerPage).not.toContain('Override and continue');
     expect(readerPage).not.toContain('/actions');
     // Posted all the same: the API's 404 (no manage-policy-overrides, no runs:apply), nothing changes.
-    expect((await post(`${runPath}/override`, reader.cookie, { csrf: reader.csrf, stage: stageId })).status).toBe(404);
-    expect((await post(`${runPath}/actions`, reader.cookie, { csrf: reader.csrf, action: 'discard' })).status).toBe(404);
+    expect((await post(`${g.runPath}/override`, reader.cookie, { csrf: reader.csrf, stage: g.stageId })).status).toBe(404);
+    expect((await post(`${g.runPath}/actions`, reader.cookie, { csrf: reader.csrf, action: 'discard' })).status).toBe(404);
     expect(await stageStatus()).toBe('awaiting_override');
 
-    const owner = await signIn(f.organizationToken);
-    const ownerPage = await (await get(runPath, owner.cookie)).text();
+    const owner = await signIn(g.f.organizationToken);
+    const ownerPage = await (await get(g.runPath, owner.cookie)).text();
     expect(ownerPage).toContain('Override and continue');
     expect(ownerPage).toContain('value="discard"');
     expect(ownerPage).not.toContain('value="apply"');
-    expect((await post(`${runPath}/override`, owner.cookie, { stage: stageId })).status).toBe(403);
-    expect((await post(`${runPath}/override`, owner.cookie, { csrf: reader.csrf, stage: stageId })).status).toBe(403);
+    expect((await post(`${g.runPath}/override`, owner.cookie, { stage: g.stageId })).status).toBe(403);
+    expect((await post(`${g.runPath}/override`, owner.cookie, { csrf: reader.csrf, stage: g.stageId })).status).toBe(403);
     const crossSite = await post(
-      `${runPath}/override`,
+      `${g.runPath}/override`,
       owner.cookie,
-      { csrf: owner.csrf, stage: stageId },
+      { csrf: owner.csrf, stage: g.stageId },
       { 'sec-fetch-site': 'cross-site' },
     );
     expect(crossSite.status).toBe(403);
-    const tooLong = await post(`${runPath}/override`, owner.cookie, { csrf: owner.csrf, stage: stageId, comment: 'x'.repeat(10_001) });
+    const tooLong = await post(`${g.runPath}/override`, owner.cookie, { csrf: owner.csrf, stage: g.stageId, comment: 'x'.repeat(10_001) });
     expect(tooLong.status).toBe(422);
     expect(await tooLong.text()).toContain('at most 10000 characters');
-    expect((await post(`${runPath}/actions`, owner.cookie, { csrf: owner.csrf, action: 'explode' })).status).toBe(422);
-    for (const stage of ['', '\u0000', 'ts-\u0000', 'x'.repeat(100), foreignRunPath]) {
-      expect({ stage, status: (await post(`${runPath}/override`, owner.cookie, { csrf: owner.csrf, stage })).status }).toEqual({
+    expect((await post(`${g.runPath}/actions`, owner.cookie, { csrf: owner.csrf, action: 'explode' })).status).toBe(422);
+    for (const stage of ['', '\u0000', 'ts-\u0000', 'x'.repeat(100), g.foreignRunPath]) {
+      expect({ stage, status: (await post(`${g.runPath}/override`, owner.cookie, { csrf: owner.csrf, stage })).status }).toEqual({
         stage,
         status: 404,
       });
     }
-    expect((await post(`${runPath}/override`, owner.cookie, { csrf: owner.csrf, stage: stageId, comment: 'nul \u0000' })).status).toBe(422);
+    expect((await post(`${g.runPath}/override`, owner.cookie, { csrf: owner.csrf, stage: g.stageId, comment: 'nul \u0000' })).status).toBe(
+      422,
+    );
     expect(await stageStatus()).toBe('awaiting_override');
 
-    const overridden = await post(`${runPath}/override`, owner.cookie, { csrf: owner.csrf, stage: stageId, comment: 'accepted' });
-    expect([overridden.status, overridden.headers.get('location')]).toEqual([303, runPath]);
+    const overridden = await post(`${g.runPath}/override`, owner.cookie, { csrf: owner.csrf, stage: g.stageId, comment: 'accepted' });
+    expect([overridden.status, overridden.headers.get('location')]).toEqual([303, g.runPath]);
     expect(await stageStatus()).toBe('running');
-    const again = await post(`${runPath}/override`, owner.cookie, { csrf: owner.csrf, stage: stageId });
+    const again = await post(`${g.runPath}/override`, owner.cookie, { csrf: owner.csrf, stage: g.stageId });
     expect(again.status).toBe(409);
     expect(await again.text()).toContain('A task stage that is running cannot be overridden.');
     // The run is still awaiting its decision (no worker here): the API's rule refuses an apply with 409.
-    expect((await post(`${runPath}/actions`, owner.cookie, { csrf: owner.csrf, action: 'apply' })).status).toBe(409);
-    const discarded = await post(`${runPath}/actions`, owner.cookie, { csrf: owner.csrf, action: 'discard' });
+    expect((await post(`${g.runPath}/actions`, owner.cookie, { csrf: owner.csrf, action: 'apply' })).status).toBe(409);
+    const discarded = await post(`${g.runPath}/actions`, owner.cookie, { csrf: owner.csrf, action: 'discard' });
     expect(discarded.status).toBe(303);
-    expect((await sql<{ status: string }>(`select status from runs where id = ?`, [runId]))[0]?.status).toBe('discarded');
+    expect((await sql<{ status: string }>(`select status from runs where id = ?`, [g.runId]))[0]?.status).toBe('discarded');
     await awaitingRun();
   });
 
   it('lists a workspace’s runs newest first, a page at a time, and its attached tasks for those who manage them', async () => {
-    const owner = await signIn(f.organizationToken);
-    const workspacePath = `/app/${f.organization}/workspaces/${f.organization}-ws`;
-    const created = [await createRun(h, f.organizationToken, f.workspaceId), await createRun(h, f.organizationToken, f.workspaceId)];
+    const owner = await signIn(g.f.organizationToken);
+    const workspacePath = `/app/${g.f.organization}/workspaces/${g.f.organization}-ws`;
+    const created = [
+      await createRun(g.h, g.f.organizationToken, g.f.workspaceId),
+      await createRun(g.h, g.f.organizationToken, g.f.workspaceId),
+    ];
     const first = await (await get(`${workspacePath}?page%5Bsize%5D=2`, owner.cookie)).text();
     const ids = (page: string): string[] => [...page.matchAll(/<a href="[^"]+\/runs\/(run-[A-Za-z0-9]+)"/g)].map((match) => match[1] ?? '');
     expect(ids(first)).toEqual([created[1], created[0]]);
@@ -322,38 +222,38 @@ describe('the run pages over HTTP', () => {
     expect(first).toMatch(/<th scope="row">scanner<\/th>\s*<td>post plan<\/td>\s*<td>mandatory<\/td>/);
     // A page size the API refuses is refused here too, with its status.
     expect((await get(`${workspacePath}?page%5Bsize%5D=1000`, owner.cookie)).status).toBe(422);
-    const reader = await signIn(readerToken);
+    const reader = await signIn(g.readerToken);
     const readerPage = await (await get(workspacePath, reader.cookie)).text();
     expect(readerPage).toContain(created[1]);
     expect(readerPage).toContain('Attached tasks are listed for those who may manage them.');
-    const organizationPage = await (await get(`/app/${f.organization}`, reader.cookie)).text();
+    const organizationPage = await (await get(`/app/${g.f.organization}`, reader.cookie)).text();
     expect(organizationPage).toContain('Run tasks are listed for those who may manage them.');
-    const ownerOrganizationPage = await (await get(`/app/${f.organization}`, owner.cookie)).text();
+    const ownerOrganizationPage = await (await get(`/app/${g.f.organization}`, owner.cookie)).text();
     expect(ownerOrganizationPage).toContain('<th scope="row">scanner</th>');
     // A workspace the team has no access to is not listed for it.
-    await createWorkspace(h, f.organization, f.organizationToken, 'unlisted');
-    expect(await (await get(`/app/${f.organization}`, reader.cookie)).text()).not.toContain('unlisted');
-    expect(await (await get(`/app/${f.organization}`, owner.cookie)).text()).toContain('unlisted');
+    await createWorkspace(g.h, g.f.organization, g.f.organizationToken, 'unlisted');
+    expect(await (await get(`/app/${g.f.organization}`, reader.cookie)).text()).not.toContain('unlisted');
+    expect(await (await get(`/app/${g.f.organization}`, owner.cookie)).text()).toContain('unlisted');
   });
 
   it('answers an unchanged live fragment with 304, and logs policy violation reports', async () => {
-    const owner = await signIn(f.organizationToken);
-    const live = await get(`${runPath}/live`, owner.cookie);
+    const owner = await signIn(g.f.organizationToken);
+    const live = await get(`${g.runPath}/live`, owner.cookie);
     expect(live.status).toBe(200);
     const etag = live.headers.get('etag') ?? '';
-    expect((await get(`${runPath}/live`, owner.cookie, { 'if-none-match': etag })).status).toBe(304);
-    await sql(`update task_results set message = 'changed', version = version + 1 where task_stage_id = ?`, [stageId]);
-    expect((await get(`${runPath}/live`, owner.cookie, { 'if-none-match': etag })).status).toBe(200);
+    expect((await get(`${g.runPath}/live`, owner.cookie, { 'if-none-match': etag })).status).toBe(304);
+    await sql(`update task_results set message = 'changed', version = version + 1 where task_stage_id = ?`, [g.stageId]);
+    expect((await get(`${g.runPath}/live`, owner.cookie, { 'if-none-match': etag })).status).toBe(200);
     // Metrics name the page's pattern, not the names and ids in its path.
     const metrics = await (await get('/metrics')).text();
     expect(metrics).toContain('route="/app/:organization_name/workspaces/:workspace_name/runs/:run_id/live"');
-    expect(metrics).not.toContain(runId);
+    expect(metrics).not.toContain(g.runId);
 
-    const report = await fetch(`${h.baseUrl}/csp-report`, {
+    const report = await fetch(`${g.h.baseUrl}/csp-report`, {
       method: 'POST',
       headers: { 'content-type': 'application/csp-report' },
       body: JSON.stringify({
-        'csp-report': { 'document-uri': `${h.baseUrl}${runPath}`, 'violated-directive': 'script-src-elem', 'blocked-uri': 'inline' },
+        'csp-report': { 'document-uri': `${g.h.baseUrl}${g.runPath}`, 'violated-directive': 'script-src-elem', 'blocked-uri': 'inline' },
       }),
     });
     expect(report.status).toBe(204);
@@ -364,8 +264,8 @@ describe('the run pages over HTTP', () => {
   });
 
   it('renders a bounded share of huge outcome bodies and leaves the rest to the API', async () => {
-    const owner = await signIn(f.organizationToken);
-    const [result] = await sql<{ id: string }>(`select id from task_results where task_stage_id = ?`, [stageId]);
+    const owner = await signIn(g.f.organizationToken);
+    const [result] = await sql<{ id: string }>(`select id from task_results where task_stage_id = ?`, [g.stageId]);
     // Twenty outcomes of 100,000 characters each, as a task server may send over a few callbacks.
     await sql(
       `insert into task_result_outcomes (id, task_result_id, outcome_id, description, body, url, tags, created_at)
@@ -374,7 +274,7 @@ describe('the run pages over HTTP', () => {
       [result?.id],
     );
     await sql(`update task_results set outcomes_count = 20 where id = ?`, [result?.id]);
-    const page = await (await get(runPath, owner.cookie)).text();
+    const page = await (await get(g.runPath, owner.cookie)).text();
     const shown = page.match(/<summary>Details of BIG-\d\d<\/summary>/g) ?? [];
     const omitted = page.match(/are too long to show on this page/g) ?? [];
     // Each body is read as 64 KiB and a character (to tell it was cut), and a page renders at most 1 MiB

@@ -1,7 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { notFound } from '@runtasks/shared/errors';
 import { ENFORCEMENT_LEVELS, newId, RUN_STAGES } from '@runtasks/shared/domain';
-import { idList, idListSql, RunTask, StatementShapes, WorkspaceTask, type Organization } from '@runtasks/shared/db';
+import { idList, RunTask, StatementShapes, WorkspaceTask, type Organization } from '@runtasks/shared/db';
 import { z } from 'zod';
 import { runTaskScope } from '../auth/run-task-scope.ts';
 import { poolOf, type ApiContext } from '../context.ts';
@@ -154,14 +154,22 @@ const TASK_PAGES = new StatementShapes('run-task-page', MAX_PAGE_SIZE);
 
 export function taskPageText(size: number): string {
   if (!Number.isInteger(size) || size < 1 || size > MAX_PAGE_SIZE) throw new Error(`not a page size: ${size}`);
-  return `select o.name as organization_name, o.run_task_count, (o.edition = 'standard' and o.global_run_tasks_enabled) as global_entitled,
+  // The page's workspace-task ids are gathered in one pass over workspace_tasks, not one sub-select per
+  // task: a generic plan cannot see which task a sub-select is for and prices each at the table's
+  // average, so where a few tasks are attached to many workspaces every task of the page scanned it.
+  return `with o as (
+       select id, name, run_task_count, edition, global_run_tasks_enabled from organizations
+        where name = $1 and ($2::text is null or id = $2)),
+     page as (
+       select rt.* from o cross join lateral (
+         select * from run_tasks rt where rt.organization_id = o.id order by rt.created_at, rt.id limit ${size} offset (select $3::bigint)) rt),
+     links as (
+       select wt.task_id, string_agg(wt.id, ',' order by wt.created_at, wt.id) as ids
+         from workspace_tasks wt where wt.task_id in (select id from page) group by wt.task_id)
+   select o.name as organization_name, o.run_task_count, (o.edition = 'standard' and o.global_run_tasks_enabled) as global_entitled,
           t.id, t.name, t.url, t.description, t.category, t.enabled, t.global_enabled, t.global_stages, t.global_enforcement_level,
-          t.created_at, t.updated_at,
-          ${idListSql('select wt.id from workspace_tasks wt where wt.task_id = t.id order by wt.created_at, wt.id')} as workspace_task_ids
-     from organizations o
-     left join lateral (
-       select * from run_tasks rt where rt.organization_id = o.id order by rt.created_at, rt.id limit ${size} offset (select $3::bigint)) t on true
-    where o.name = $1 and ($2::text is null or o.id = $2)
+          t.created_at, t.updated_at, coalesce(l.ids, '') as workspace_task_ids
+     from o left join page t on true left join links l on l.task_id = t.id
     order by t.created_at, t.id`;
 }
 

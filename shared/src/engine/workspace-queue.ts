@@ -108,7 +108,19 @@ export interface ReleaseSubject {
  * for an action that took effect, or keep a worker from delivering what its write started.
  */
 async function admitAfterCommit(pool: Pool, workspaceId: string): Promise<void> {
-  await admitNext(pool, workspaceId).catch(() => undefined);
+  await admitIfWaiting(pool, workspaceId).catch(() => undefined);
+}
+
+/** SQL: whether a run waits in workspace $1's queue (read without a lock). */
+const ANY_WAITING_SQL = `select 1 from runs q where q.workspace_id = $1 and ${waitingSql('q')} limit 1`;
+
+/**
+ * Most releases find nothing waiting: a read without a lock or transaction settles them. A run queued
+ * after this read is not lost: its creator admits after its own commit, and sees this release.
+ */
+async function admitIfWaiting(pool: Pool, workspaceId: string): Promise<void> {
+  const { rowCount } = await pool.query(ANY_WAITING_SQL, [workspaceId]);
+  if (rowCount) await admitNext(pool, workspaceId);
 }
 
 /** After a write that moved a run: where it released its workspace, the next waiting run is admitted. */

@@ -24,11 +24,9 @@ import { freePort } from '../../../test/support/processes.ts';
 import { useCrashReport } from './crash/report.ts';
 
 /**
- * Crash tests: worker processes killed with SIGKILL under
- * load, Redis killed and restarted empty, PostgreSQL stopped with `-m immediate` and restarted. Each
- * ends, once the system is quiet, with the "nothing lost" invariants (test/support/invariants.ts), the
- * task servers' ledgers, and no HTTP 5xx other than 503. Everything runs on loopback; Redis and
- * PostgreSQL faults use private instances on their own ports, never the shared ones.
+ * Crash test: Redis killed mid-load and restarted empty. It ends, once the system is quiet,
+ * with the "nothing lost" invariants (test/support/invariants.ts), the task servers' ledgers, and no HTTP
+ * 5xx other than 503. Everything runs on loopback, on a private Redis of its own port.
  */
 describe('crash tests: nothing is lost when processes and backing services die', () => {
   const { report, writeReport } = useCrashReport('redis');

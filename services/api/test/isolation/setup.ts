@@ -24,19 +24,8 @@ import { MAX_UPLOAD_BYTES } from './routes.ts';
 /** Two organizations, tokens of every kind, a task server and a configuration version; and the calls the matrix makes. */
 export function useIsolation() {
   const g = { requestsSent: 0 } as IsolationState;
-  const {
-    snapshot,
-    call,
-    uploadPath,
-    upload,
-    download,
-    textOf,
-    missingVariants,
-    expectNotFound,
-    expectUnauthorized,
-    expectNoLeak,
-    garbage,
-  } = isolationCalls(g);
+  const calls = isolationCalls(g);
+  const { snapshot, uploadPath } = calls;
 
   beforeAll(async () => {
     g.h = await startHarness({ env: { CONFIGURATION_VERSION_MAX_BYTES: String(MAX_UPLOAD_BYTES) } });
@@ -235,19 +224,7 @@ export function useIsolation() {
     await new Promise<void>((resolve) => (g.server ? g.server.close(() => resolve()) : resolve()));
   });
 
-  return Object.assign(g, {
-    snapshot,
-    call,
-    uploadPath,
-    upload,
-    download,
-    textOf,
-    missingVariants,
-    expectNotFound,
-    expectUnauthorized,
-    expectNoLeak,
-    garbage,
-  });
+  return Object.assign(g, calls);
 }
 
 export type IsolationContext = ReturnType<typeof useIsolation>;

@@ -138,22 +138,7 @@ export function useOrchestration() {
     return { workspaceId, tasks };
   }
 
-  const {
-    runRequests,
-    payloadOf,
-    getRun,
-    stagesOf,
-    stageOf,
-    getResult,
-    attemptsOf,
-    runReaches,
-    resultReaches,
-    answeredRequest,
-    callbacksAnswered,
-    callback,
-    verdict,
-    getWithToken,
-  } = orchestrationReads(g, waitFor);
+  const reads = orchestrationReads(g, waitFor);
 
   beforeAll(async () => {
     g.h = await startHarness({ reachableBaseUrl: true, env: { ...TIMINGS } });
@@ -192,20 +177,7 @@ export function useOrchestration() {
     sql,
     taskServer,
     delayingProxy,
-    runRequests,
-    payloadOf,
     workspaceWith,
-    getRun,
-    stagesOf,
-    stageOf,
-    getResult,
-    attemptsOf,
-    runReaches,
-    resultReaches,
-    answeredRequest,
-    callbacksAnswered,
-    callback,
-    verdict,
-    getWithToken,
+    ...reads,
   });
 }

@@ -5,6 +5,8 @@
 export interface ErrorSource {
   pointer?: string;
   parameter?: string;
+  /** The offending request header (JSON:API 1.1's `source.header`). */
+  header?: string;
 }
 
 export class ApiError extends Error {
@@ -58,3 +60,9 @@ export const invalidInclude = (meta: { reason: string; value: string | string[];
   new ApiError(400, 'bad request', 'Invalid include parameter', { parameter: 'include' }, {}, { ...meta, allowed: [...meta.allowed] });
 
 export const conflict = (detail: string, title = 'conflict'): ApiError => new ApiError(409, title, detail);
+
+/**
+ * The caller may see the resource but not do this to it: the detail names the permission it lacks. Only
+ * where the caller can read the resource anyway; everything it cannot see stays a 404 (`notFound`).
+ */
+export const forbidden = (detail: string): ApiError => new ApiError(403, 'forbidden', detail);

@@ -1,3 +1,4 @@
+import { redisTarget, type RedisSettings } from '../queue/connections.ts';
 import { redactUrl } from './bootstrap.ts';
 
 const CONNECTION_CODES = new Set([
@@ -36,7 +37,8 @@ export function postgresUnreachableMessage(error: unknown, databaseUrl: string):
   return `Cannot reach PostgreSQL at DATABASE_URL=${redactUrl(databaseUrl)} (${code}). Start PostgreSQL (e.g. pg_ctlcluster --skip-systemctl-redirect 15 main start) or set DATABASE_URL to a running server, then run npm start again.`;
 }
 
-export function redisUnreachableMessage(error: unknown, redisUrl: string): string {
+export function redisUnreachableMessage(error: unknown, settings: RedisSettings): string {
   const code = codeOf(error) ?? (error instanceof Error ? error.message : 'unreachable');
-  return `Cannot reach Redis at REDIS_URL=${redactUrl(redisUrl)} (${code}). Start Redis (e.g. redis-server --daemonize yes --bind 127.0.0.1 --port 6379) or set REDIS_URL to a running server, then run npm start again.`;
+  const { variable, value } = redisTarget(settings);
+  return `Cannot reach Redis at ${variable}=${value} (${code}). Start Redis (e.g. redis-server --daemonize yes --bind 127.0.0.1 --port 6379) or set ${variable} to a running server, then run npm start again.`;
 }

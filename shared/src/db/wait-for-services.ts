@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
-import { pingRedis } from '../queue/redis.ts';
+import { pingRedis, redisTarget } from '../queue/connections.ts';
 import { ensureDatabaseExists, redactUrl } from './bootstrap.ts';
 import { connectionName } from './connection-name.ts';
 import { postgresUnreachableMessage, redisUnreachableMessage } from './startup-errors.ts';
@@ -17,7 +17,8 @@ const REDIS_REFUSALS = /WRONGPASS|NOAUTH|invalid password/i;
 interface Service {
   name: string;
   variable: string;
-  url: string;
+  /** The variable's value as logs may show it (no password). */
+  shown: string;
   probe: () => Promise<void>;
   /** Today's one-line message for a failure, or undefined when it is not about reaching the service (thrown as it is). */
   unreachable: (error: unknown) => string | undefined;
@@ -53,7 +54,7 @@ async function waitFor(service: Service, deadline: number, logger: Logger, timeo
   for (let attempt = 1; ; attempt += 1) {
     try {
       await service.probe();
-      if (attempt > 1) logger.info(`${service.name} answers at ${service.variable}=${redactUrl(service.url)} after ${attempt} attempts`);
+      if (attempt > 1) logger.info(`${service.name} answers at ${service.variable}=${service.shown} after ${attempt} attempts`);
       return;
     } catch (error) {
       const message = service.unreachable(error);
@@ -63,7 +64,7 @@ async function waitFor(service: Service, deadline: number, logger: Logger, timeo
       const waitMs = Math.min(FIRST_WAIT_MS * 2 ** (attempt - 1), MAX_WAIT_MS, left);
       logger.warn(
         { attempt, retryInMs: waitMs },
-        `Waiting for ${service.name} at ${service.variable}=${redactUrl(service.url)} (${reason(error)}): attempt ${attempt}, next in ${(waitMs / 1000).toFixed(1)} s, ${Math.ceil(left / 1000)} s left of STARTUP_TIMEOUT_SECONDS=${timeoutSeconds}`,
+        `Waiting for ${service.name} at ${service.variable}=${service.shown} (${reason(error)}): attempt ${attempt}, next in ${(waitMs / 1000).toFixed(1)} s, ${Math.ceil(left / 1000)} s left of STARTUP_TIMEOUT_SECONDS=${timeoutSeconds}`,
       );
       await new Promise((resolve) => setTimeout(resolve, waitMs));
     }
@@ -78,7 +79,7 @@ async function waitFor(service: Service, deadline: number, logger: Logger, timeo
  * `createDatabase` (npm start): the database is created once the server answers.
  */
 export async function waitForBackingServices(options: {
-  config: Pick<Config, 'databaseUrl' | 'redisUrl' | 'startupTimeoutMs'>;
+  config: Pick<Config, 'databaseUrl' | 'redisUrl' | 'redisTopology' | 'redisTlsCaFile' | 'queuePrefix' | 'startupTimeoutMs'>;
   logger: Logger;
   createDatabase?: boolean;
   requireRedis?: boolean;
@@ -89,7 +90,7 @@ export async function waitForBackingServices(options: {
   const postgres: Service = {
     name: 'PostgreSQL',
     variable: 'DATABASE_URL',
-    url: config.databaseUrl,
+    shown: redactUrl(config.databaseUrl),
     probe: options.createDatabase
       ? async () => void (await ensureDatabaseExists(config.databaseUrl))
       : () => probePostgres(config.databaseUrl),
@@ -98,12 +99,13 @@ export async function waitForBackingServices(options: {
   };
   await waitFor(postgres, deadline, logger, timeoutSeconds);
   if (options.requireRedis === false) return;
+  const target = redisTarget(config);
   const redis: Service = {
     name: 'Redis',
-    variable: 'REDIS_URL',
-    url: config.redisUrl,
-    probe: () => pingRedis(config.redisUrl),
-    unreachable: (error) => redisUnreachableMessage(error, config.redisUrl),
+    variable: target.variable,
+    shown: target.value,
+    probe: () => pingRedis(config),
+    unreachable: (error) => redisUnreachableMessage(error, config),
     refused: (error) => error instanceof Error && REDIS_REFUSALS.test(error.message),
   };
   await waitFor(redis, deadline, logger, timeoutSeconds);

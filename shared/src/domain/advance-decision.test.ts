@@ -4,6 +4,8 @@ import { reportTimeoutMessage } from './executions.ts';
 import type { RunSnapshot } from './lifecycle.ts';
 import { RUN_STATUSES, type EnforcementLevel, type RunStage, type TaskResultStatus, type TaskStageStatus } from './statuses.ts';
 
+const TIMEOUTS = { planning: 60, applying: 60 };
+
 const run = (status: RunSnapshot['status'], overrides: Partial<RunSnapshot> = {}): RunSnapshot => ({
   status,
   planOnly: false,
@@ -73,7 +75,7 @@ const CASES: Case[] = [
     run: run('planning', { executionMode: 'local', reportOverdue: true }),
     stages: [stage('s1', 'post_plan', 'pending')],
     results: [],
-    expected: { runStatus: 'errored', runTransitions: ['errored-at'], executionError: reportTimeoutMessage('planning', 60),
+    expected: { runStatus: 'errored', runTransitions: ['errored-at'], executionError: reportTimeoutMessage('planning', TIMEOUTS),
       executions: [], unstartedStageIds: ['s1'] },
   },
   {
@@ -95,7 +97,7 @@ const CASES: Case[] = [
 
 describe('decideAdvance', () => {
   it.each(CASES.map((test) => [test.name, test] as const))('%s', (_, test) => {
-    expect(decideAdvance(test.run, test.stages, test.results, 60)).toMatchObject(test.expected);
+    expect(decideAdvance(test.run, test.stages, test.results, TIMEOUTS)).toMatchObject(test.expected);
   });
 
   it.each(RUN_STATUSES.map((status) => [status]))(
@@ -103,7 +105,7 @@ describe('decideAdvance', () => {
     (status) => {
       const snapshot = run(status, { autoApply: true });
       const before = JSON.stringify(snapshot);
-      const decision = decideAdvance(snapshot, [], [], 60);
+      const decision = decideAdvance(snapshot, [], [], TIMEOUTS);
       expect(JSON.stringify(snapshot)).toBe(before);
       const executed = decision.runTransitions.filter((key) => key === 'planned-at' || key === 'applied-at').length;
       expect(decision.executions).toHaveLength(executed);

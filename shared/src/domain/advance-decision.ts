@@ -1,4 +1,4 @@
-import { reportTimeoutMessage } from './executions.ts';
+import { reportTimeoutMessage, type LocalTimeouts } from './executions.ts';
 import { evaluateStage, nextRunStep, type RunSnapshot, type RunStep, type StageSnapshot } from './lifecycle.ts';
 import type { EnforcementLevel, RunStage, RunStatus, TaskResultStatus, TaskStageStatus } from './statuses.ts';
 import { statusTimestampKey } from './timestamps.ts';
@@ -71,7 +71,7 @@ export function decideAdvance(
   run: RunSnapshot,
   readStages: readonly AdvanceStage[],
   readResults: readonly AdvanceResult[],
-  localTimeoutSeconds: number,
+  localTimeouts: LocalTimeouts,
 ): AdvanceDecision {
   const snapshot = { ...run };
   const stages = readStages.map((stage) => ({ ...stage }));
@@ -120,7 +120,7 @@ export function decideAdvance(
         decision.executions.push(step.kind);
         return setRun(step.kind === 'plan' ? 'planned' : 'applied');
       case 'report-overdue':
-        decision.executionError = reportTimeoutMessage(step.awaited, localTimeoutSeconds);
+        decision.executionError = reportTimeoutMessage(step.awaited, localTimeouts);
         return setRun('errored');
       case 'start-stage':
         startStage(step.stage);

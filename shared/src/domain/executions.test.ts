@@ -59,20 +59,24 @@ describe('reportOverdue: a local run left waiting for its pipeline', () => {
   it.each<[string, ReturnType<typeof waiting>, number, boolean]>([
     ['planning, before the timeout',   waiting('planning'),            59_999, false],
     ['planning, at the timeout',       waiting('planning'),            60_000, true],
-    ['applying, past the timeout',     waiting('applying'),            90_000, true],
+    ['applying, past the plan timeout, before its own', waiting('applying'), 90_000, false],
+    ['applying, at its own timeout',   waiting('applying'),           120_000, true],
     ['a remote run is never overdue',  waiting('planning', 'remote'),  90_000, false],
     ['a local run in a stage',         waiting('post_plan_running'),   90_000, false],
     ['a local run waiting for a person', waiting('post_plan_completed'), 90_000, false],
   ])('%s', (_, subject, elapsedMs, overdue) => {
-    expect(reportOverdue(subject, new Date(since + elapsedMs), 60)).toBe(overdue);
+    expect(reportOverdue(subject, new Date(since + elapsedMs), { planning: 60, applying: 120 })).toBe(overdue);
   });
 
   it('a run without its status timestamp is not judged overdue', () => {
-    expect(reportOverdue({ status: 'planning', statusTimestamps: {}, executionMode: 'local' }, new Date(), 1)).toBe(false);
+    expect(
+      reportOverdue({ status: 'planning', statusTimestamps: {}, executionMode: 'local' }, new Date(), { planning: 1, applying: 1 }),
+    ).toBe(false);
   });
 
   it('says what was not reported, and which setting timed it', () => {
-    expect(reportTimeoutMessage('planning', 3600)).toContain('no plan within 3600 seconds (LOCAL_EXECUTION_TIMEOUT_SECONDS)');
-    expect(reportTimeoutMessage('applying', 60)).toContain('no apply within 60 seconds');
+    const timeouts = { planning: 1800, applying: 3600 };
+    expect(reportTimeoutMessage('planning', timeouts)).toContain('no plan within 1800 seconds (LOCAL_PLAN_TIMEOUT_SECONDS)');
+    expect(reportTimeoutMessage('applying', timeouts)).toContain('no apply within 3600 seconds (LOCAL_APPLY_TIMEOUT_SECONDS)');
   });
 });

@@ -55,15 +55,28 @@ export interface ReportWait extends ExecutionSubject {
   executionMode: ExecutionMode;
 }
 
-/** Whether a local run has waited for its pipeline's report for `timeoutSeconds` or more, as of `now` (the database's clock). */
-export function reportOverdue(run: ReportWait, now: Date, timeoutSeconds: number): boolean {
+/**
+ * How long a local run waits for its pipeline's report, in seconds, at `planning` (LOCAL_PLAN_TIMEOUT_SECONDS)
+ * and at `applying` (LOCAL_APPLY_TIMEOUT_SECONDS). Why the defaults: docs/pipelines.md, "A pipeline that disappears".
+ */
+export interface LocalTimeouts {
+  planning: number;
+  applying: number;
+}
+
+export const DEFAULT_LOCAL_TIMEOUTS: LocalTimeouts = { planning: 1800, applying: 3600 };
+
+const timeoutOf = (awaited: RunStatus, timeouts: LocalTimeouts): number => (awaited === 'applying' ? timeouts.applying : timeouts.planning);
+
+/** Whether a local run has waited for its pipeline's report for its timeout or more, as of `now` (the database's clock). */
+export function reportOverdue(run: ReportWait, now: Date, timeouts: LocalTimeouts): boolean {
   if (run.executionMode !== 'local' || !AWAITS_REPORT.has(run.status)) return false;
   const since = Date.parse(run.statusTimestamps[`${run.status}-at`] ?? '');
-  return Number.isFinite(since) && now.getTime() - since >= timeoutSeconds * 1000;
+  return Number.isFinite(since) && now.getTime() - since >= timeoutOf(run.status, timeouts) * 1000;
 }
 
 /** The message of a local run that the pipeline left without a report. */
-export function reportTimeoutMessage(awaited: RunStatus, timeoutSeconds: number): string {
-  const what = awaited === 'applying' ? 'apply' : 'plan';
-  return `The pipeline reported no ${what} within ${timeoutSeconds} seconds (LOCAL_EXECUTION_TIMEOUT_SECONDS); the run was ended.`;
+export function reportTimeoutMessage(awaited: RunStatus, timeouts: LocalTimeouts): string {
+  const [what, setting] = awaited === 'applying' ? ['apply', 'LOCAL_APPLY_TIMEOUT_SECONDS'] : ['plan', 'LOCAL_PLAN_TIMEOUT_SECONDS'];
+  return `The pipeline reported no ${what} within ${timeoutOf(awaited, timeouts)} seconds (${setting}); the run was ended.`;
 }

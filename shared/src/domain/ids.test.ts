@@ -20,7 +20,13 @@ describe('ids', () => {
     ['token', 'at'],
     ['configurationVersion', 'cv'],
     ['comment', 'wsc'],
+    ['runEvent', 're'],
     ['tag', 'tag'],
+    ['notificationConfiguration', 'nc'],
+    ['notificationDelivery', 'ncd'],
+    ['user', 'user'],
+    ['organizationMembership', 'ou'],
+    ['ciTrustRule', 'ctr'],
   ] as const)('newId(%s) is "%s-" followed by 16 alphanumerics', (kind, prefix) => {
     const id = newId(kind);
     expect(id).toMatch(new RegExp(`^${prefix}-[A-Za-z0-9]{16}$`));
@@ -30,11 +36,16 @@ describe('ids', () => {
     expect(KINDS.sort()).toEqual(
       [
         'apply',
+        'ciTrustRule',
         'comment',
         'configurationVersion',
+        'notificationConfiguration',
+        'notificationDelivery',
         'organization',
+        'organizationMembership',
         'plan',
         'run',
+        'runEvent',
         'tag',
         'task',
         'taskResult',
@@ -43,6 +54,7 @@ describe('ids', () => {
         'team',
         'teamWorkspace',
         'token',
+        'user',
         'workspace',
         'workspaceTask',
       ].sort(),

@@ -17,7 +17,13 @@ export const ID_PREFIX = {
   token: 'at',
   configurationVersion: 'cv',
   comment: 'wsc',
+  runEvent: 're',
   tag: 'tag',
+  notificationConfiguration: 'nc',
+  notificationDelivery: 'ncd',
+  user: 'user',
+  organizationMembership: 'ou',
+  ciTrustRule: 'ctr',
 } as const;
 export type IdKind = keyof typeof ID_PREFIX;
 

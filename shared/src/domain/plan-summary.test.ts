@@ -1,8 +1,9 @@
 import { describe, expect, it } from '@jest/globals';
 import { readPlan, type PlanSummary } from './plan-summary.ts';
 
-const resource = (actions: unknown, extra: Record<string, unknown> = {}, mode = 'managed') => ({
+const resource = (actions: unknown, extra: Record<string, unknown> = {}, mode = 'managed', previousAddress?: string) => ({
   address: 'x.y',
+  ...(previousAddress !== undefined && { previous_address: previousAddress }),
   mode,
   change: { actions, ...extra },
 });
@@ -44,8 +45,61 @@ describe('readPlan: what a plan changes, counted as HCP counts it', () => {
       plan([resource(['create']), resource(['create']), resource(['update']), resource(['delete', 'create']), resource(['delete'])]),
       summary(3, 1, 2, 0, true),
     ],
+    // Terraform 1.1+: a moved resource is a no-op whose previous_address differs; 1.7+: a removed block that keeps the object is a forget.
+    ['a move only (before Terraform wrote applyable)', plan([resource(['no-op'], {}, 'managed', 'x.old')]), summary(0, 0, 0, 0, true)],
+    ['previous_address equal to address is no move', plan([resource(['no-op'], {}, 'managed', 'x.y')]), summary(0, 0, 0, 0, false)],
+    ['a forget only', plan([resource(['forget'])]), summary(0, 0, 0, 0, true)],
+    ['a data source with a previous_address moves nothing', plan([resource(['read'], {}, 'data', 'x.old')]), summary(0, 0, 0, 0, false)],
   ])('%s', (_, document, expected) => {
-    expect(readPlan(document)).toEqual({ ok: true, summary: expected });
+    expect(readPlan(document)).toEqual({ ok: true, summary: expected, errored: false });
+  });
+
+  // Terraform 1.8 and later write `applyable` in every plan: it decides, whatever the counts say.
+  it.each<[string, unknown, PlanSummary]>([
+    ['applyable with no resource change (a refresh-only plan with drift)', plan([], { applyable: true }), summary(0, 0, 0, 0, true)],
+    ['applyable with a move only', plan([resource(['no-op'], {}, 'managed', 'x.old')], { applyable: true }), summary(0, 0, 0, 0, true)],
+    ['applyable with a forget only', plan([resource(['forget'])], { applyable: true }), summary(0, 0, 0, 0, true)],
+    ['not applyable with no-ops', plan([resource(['no-op'])], { applyable: false }), summary(0, 0, 0, 0, false)],
+    [
+      'not applyable with an output change (Terraform before 1.10)',
+      plan([], { applyable: false, output_changes: { ip: { actions: ['update'] } } }),
+      summary(0, 0, 0, 0, false),
+    ],
+    ['applyable with changes', plan([resource(['create'])], { applyable: true, complete: true }), summary(1, 0, 0, 0, true)],
+  ])('%s', (_, document, expected) => {
+    expect(readPlan(document)).toEqual({ ok: true, summary: expected, errored: false });
+  });
+
+  it.each<[string, unknown, PlanSummary]>([
+    [
+      'errored, not applyable, with a listed create',
+      plan([resource(['create'])], { errored: true, applyable: false }),
+      summary(1, 0, 0, 0, false),
+    ],
+    ['errored without applyable (Terraform 1.6 and 1.7)', plan([resource(['create'])], { errored: true }), summary(1, 0, 0, 0, false)],
+    [
+      'errored yet applyable (not written by Terraform): still nothing to apply',
+      plan([], { errored: true, applyable: true }),
+      summary(0, 0, 0, 0, false),
+    ],
+  ])('an errored plan: %s', (_, document, expected) => {
+    expect(readPlan(document)).toEqual({ ok: true, summary: expected, errored: true });
+  });
+
+  it('applyable null is as absent: the counts decide', () => {
+    expect(readPlan(plan([resource(['create'])], { applyable: null, errored: null }))).toEqual({
+      ok: true,
+      summary: summary(1, 0, 0, 0, true),
+      errored: false,
+    });
+  });
+
+  it('errored: false is no error', () => {
+    expect(readPlan(plan([resource(['create'])], { errored: false, applyable: true }))).toEqual({
+      ok: true,
+      summary: summary(1, 0, 0, 0, true),
+      errored: false,
+    });
   });
 
   it.each<[string, unknown, string]>([
@@ -62,6 +116,8 @@ describe('readPlan: what a plan changes, counted as HCP counts it', () => {
     ['a resource without a change', plan([{ address: 'a.b', mode: 'managed' }]), '/resource_changes/0/change'],
     ['output_changes not an object', plan([], { output_changes: [] }), '/output_changes'],
     ['an output change without actions, its name escaped', plan([], { output_changes: { 'a/b': {} } }), '/output_changes/a~1b/actions'],
+    ['applyable not a boolean', plan([], { applyable: 'yes' }), '/applyable'],
+    ['errored not a boolean', plan([], { errored: 1 }), '/errored'],
   ])('refuses %s, pointing at %j', (_, document, pointer) => {
     const reading = readPlan(document);
     expect(reading.ok).toBe(false);

@@ -7,11 +7,19 @@ export interface PlanSummary {
   resourceChanges: number;
   resourceDestructions: number;
   resourceImports: number;
-  /** Any resource to create, update, delete, replace or import, or any output to change. */
+  /**
+   * Whether applying the plan does something: Terraform's own `applyable` where the document has it
+   * (Terraform 1.8 and later write it in every plan); otherwise any resource to create, update, delete,
+   * replace, import, move or forget, or any output to change.
+   */
   hasChanges: boolean;
 }
 
-export type PlanReading = { ok: true; summary: PlanSummary } | { ok: false; pointer: string; detail: string };
+/**
+ * A reading of a plan document: its summary, and whether Terraform marked it `errored` (the plan failed
+ * part way: its changes are incomplete and it cannot be applied).
+ */
+export type PlanReading = { ok: true; summary: PlanSummary; errored: boolean } | { ok: false; pointer: string; detail: string };
 
 export const EMPTY_PLAN_SUMMARY: PlanSummary = {
   resourceAdditions: 0,
@@ -45,6 +53,24 @@ function count(counts: Counts, actions: readonly string[], importing: boolean): 
   if (importing) counts.resourceImports += 1;
 }
 
+/**
+ * A change HCP's counts leave out that applying still carries out: a `forget` (a `removed` block that
+ * keeps the object, Terraform 1.7), or a move (`previous_address` differs from `address`, Terraform 1.1).
+ */
+function changesStateOnly(resource: Record<string, unknown>, actions: readonly string[]): boolean {
+  if (actions.includes('forget')) return true;
+  const previous = resource['previous_address'];
+  return typeof previous === 'string' && previous !== resource['address'];
+}
+
+/** A top-level flag Terraform writes as a boolean (`applyable`, `errored`): undefined where absent (or null), an error where not a boolean. */
+function flag(document: Record<string, unknown>, name: string): boolean | undefined | { pointer: string; detail: string } {
+  const value = document[name];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value === 'boolean') return value;
+  return { pointer: `/${name}`, detail: `/${name} must be true or false, as Terraform writes it.` };
+}
+
 /** Reads a parsed JSON value as a plan document: its counts, or where it is not one. */
 export function readPlan(document: unknown): PlanReading {
   const notAPlan = 'The body is not a Terraform plan: send the output of `terraform show -json <planfile>`.';
@@ -53,7 +79,12 @@ export function readPlan(document: unknown): PlanReading {
     return { ok: false, pointer: '/format_version', detail: `/format_version is missing or not a string. ${notAPlan}` };
   if (!PLAN_MEMBERS.some((member) => member in document))
     return { ok: false, pointer: '', detail: `None of ${PLAN_MEMBERS.join(', ')} is present. ${notAPlan}` };
+  const applyable = flag(document, 'applyable');
+  if (typeof applyable === 'object') return { ok: false, ...applyable };
+  const errored = flag(document, 'errored');
+  if (typeof errored === 'object') return { ok: false, ...errored };
   const counts: Counts = { resourceAdditions: 0, resourceChanges: 0, resourceDestructions: 0, resourceImports: 0 };
+  let stateChanges = false;
   const resourceChanges = document['resource_changes'] ?? [];
   if (!Array.isArray(resourceChanges))
     return { ok: false, pointer: '/resource_changes', detail: '/resource_changes must be an array of resource changes.' };
@@ -66,6 +97,7 @@ export function readPlan(document: unknown): PlanReading {
     if (resource['mode'] === 'data') continue;
     const change = resource['change'] as Record<string, unknown>;
     count(counts, actions, isObject(change['importing']));
+    stateChanges ||= changesStateOnly(resource, actions);
   }
   const outputChanges = document['output_changes'] ?? {};
   if (!isObject(outputChanges)) return { ok: false, pointer: '/output_changes', detail: '/output_changes must be an object.' };
@@ -77,5 +109,8 @@ export function readPlan(document: unknown): PlanReading {
     outputsChange ||= actions.some((action) => action !== 'no-op');
   }
   const resources = counts.resourceAdditions + counts.resourceChanges + counts.resourceDestructions + counts.resourceImports;
-  return { ok: true, summary: { ...counts, hasChanges: resources > 0 || outputsChange } };
+  // Terraform's own verdict where it gives one: it also knows of refresh-only drift and changes the JSON does not show.
+  // An errored plan applies nothing, whatever it lists.
+  const hasChanges = errored !== true && (applyable ?? (resources > 0 || outputsChange || stateChanges));
+  return { ok: true, summary: { ...counts, hasChanges }, errored: errored === true };
 }

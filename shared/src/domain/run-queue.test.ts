@@ -4,6 +4,7 @@ import {
   decideUnlock,
   FORCE_CANCEL_COOL_OFF_MS,
   forceCancelAvailableAt,
+  holdingSince,
   holdsWorkspace,
   isForceCancelable,
   lockedBy,
@@ -13,8 +14,11 @@ import {
   queueStateAtCreation,
   QUEUE_STATES,
   RELEASED_RUN_STATUSES,
+  waitingFor,
   waitsInQueue,
   type LockOwner,
+  type QueueHolder,
+  type QueueView,
   type QueuedRun,
   type QueueState,
 } from './run-queue.ts';
@@ -243,5 +247,42 @@ describe('locks', () => {
     expect(lockedBy(held)).toEqual({ type: 'runs', id: 'run-1' });
     expect(lockedBy({ owner: team, holderRunId: 'run-1' })).toEqual({ type: 'teams', id: 'team-a' });
     expect(lockedBy({ owner: user, holderRunId: null })).toEqual({ type: 'users', id: 'user-a' });
+  });
+});
+
+describe('waitingFor: what a run waiting in the queue waits for', () => {
+  const holder: QueueHolder = {
+    id: 'run-holder',
+    status: 'planning',
+    since: '2026-11-28T10:00:00.000Z',
+    createdBy: 'user-api-team-a',
+    message: 'main',
+  };
+  const lock = { kind: 'teams' as const, id: 'team-a', reason: 'maintenance' };
+  const view = (more: Partial<QueueView>): QueueView => ({ lock: null, holder: null, waitingRunIds: ['run-1', 'run-2', 'run-3'], ...more });
+
+  it.each<[string, string, QueueView, ReturnType<typeof waitingFor>]>([
+    ['first behind the holder', 'run-1', view({ holder }), { position: 1, run: holder, lock: null }],
+    ['third behind the holder', 'run-3', view({ holder }), { position: 3, run: holder, lock: null }],
+    ['first on a locked workspace nobody runs on', 'run-1', view({ lock }), { position: 0, run: null, lock }],
+    ['second on a locked workspace with a holder', 'run-2', view({ lock, holder }), { position: 2, run: holder, lock }],
+    ['first where nothing holds (about to be admitted)', 'run-1', view({}), { position: 0, run: null, lock: null }],
+    ['a run that does not wait (the holder itself, or one that ended)', 'run-holder', view({ holder }), null],
+  ])('%s', (_label, runId, queue, expected) => {
+    expect(waitingFor(runId, queue)).toEqual(expected);
+  });
+});
+
+describe('holdingSince: when the holder began to hold its workspace', () => {
+  it.each<[string, Record<string, string>, string]>([
+    ['not moved yet: its creation', {}, '2026-11-28T09:00:00.000Z'],
+    ['created in pre_plan', { 'pre-plan-running-at': '2026-11-28T09:00:00.100Z' }, '2026-11-28T09:00:00.100Z'],
+    [
+      'admitted later, then moved on: its first move',
+      { 'planning-at': '2026-11-28T10:05:00.000Z', 'pre-plan-running-at': '2026-11-28T10:00:00.000Z' },
+      '2026-11-28T10:00:00.000Z',
+    ],
+  ])('%s', (_label, timestamps, expected) => {
+    expect(holdingSince(timestamps, '2026-11-28T09:00:00.000Z')).toBe(expected);
   });
 });

@@ -174,3 +174,48 @@ export function lockedBy(state: LockState): { type: 'teams' | 'users' | 'runs'; 
   if (state.owner) return { type: state.owner.kind, id: state.owner.id };
   return state.holderRunId ? { type: 'runs', id: state.holderRunId } : null;
 }
+
+/** The run that holds a workspace, as a run waiting behind it tells of it. */
+export interface QueueHolder {
+  id: string;
+  status: RunStatus;
+  /** When it began to hold the workspace (`holdingSince`). */
+  since: string;
+  /** Who created it: a user id (api's auth/actor.ts), or null where none is recorded. */
+  createdBy: string | null;
+  message: string;
+}
+
+/** A workspace's queue as a waiting run sees it: a person's lock, the holder, and the waiting runs' ids in order. */
+export interface QueueView {
+  lock: (LockOwner & { reason: string | null }) | null;
+  holder: QueueHolder | null;
+  waitingRunIds: readonly string[];
+}
+
+/**
+ * What a run waiting in its workspace's queue waits for: how many runs go first (the holder and the
+ * runs that waited longer), the run that holds the workspace, and a person's lock. Null for a run that
+ * does not wait (it holds the workspace, has ended, or is outside the queue).
+ */
+export interface WaitingFor {
+  position: number;
+  run: QueueHolder | null;
+  lock: QueueView['lock'];
+}
+
+export function waitingFor(runId: string, view: QueueView): WaitingFor | null {
+  const ahead = view.waitingRunIds.indexOf(runId);
+  if (ahead < 0) return null;
+  return { position: ahead + (view.holder ? 1 : 0), run: view.holder, lock: view.lock };
+}
+
+/**
+ * When a run began to hold its workspace: its first status change after its creation (an admitted run is
+ * moved on within moments of its admission), or its creation where it has not moved yet. Status
+ * timestamps are ISO strings in UTC, so the earliest sorts first.
+ */
+export function holdingSince(statusTimestamps: Readonly<Record<string, string>>, createdAt: string): string {
+  const moved = Object.values(statusTimestamps).sort();
+  return moved[0] ?? createdAt;
+}

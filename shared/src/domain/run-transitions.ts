@@ -20,7 +20,7 @@ const CANCELABLE: ReadonlySet<RunStatus> = new Set([
  * Runs waiting for a person, or whose plan's checks are still running: discard ends them without
  * applying. HCP's `discardable` status group has post_plan_running (its run status groups).
  */
-const DISCARDABLE: ReadonlySet<RunStatus> = new Set([
+export const DISCARDABLE_RUN_STATUSES: ReadonlySet<RunStatus> = new Set([
   'pending',
   'planned',
   'post_plan_running',
@@ -60,7 +60,7 @@ export function runActionTarget(action: RunAction, run: RunActionSubject): RunSt
     case 'cancel':
       return CANCELABLE.has(run.status) ? 'canceled' : null;
     case 'discard':
-      return DISCARDABLE.has(run.status) ? 'discarded' : null;
+      return DISCARDABLE_RUN_STATUSES.has(run.status) ? 'discarded' : null;
   }
 }
 
@@ -72,6 +72,6 @@ export function runActionSources(action: RunAction): RunStatus[] {
     case 'cancel':
       return [...CANCELABLE];
     case 'discard':
-      return [...DISCARDABLE];
+      return [...DISCARDABLE_RUN_STATUSES];
   }
 }

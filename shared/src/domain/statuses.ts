@@ -72,3 +72,7 @@ export type ExecutionMode = (typeof EXECUTION_MODES)[number];
 /** A plan's and an apply's statuses, as HCP names them (the ones this service reaches). */
 export const EXECUTION_STATUSES = ['pending', 'running', 'finished', 'errored', 'canceled', 'unreachable'] as const;
 export type ExecutionStatus = (typeof EXECUTION_STATUSES)[number];
+
+/** An organization membership: `invited` (granting nothing) until its user accepts it (users.service.ts acceptInvitation), then `active`. */
+export const MEMBERSHIP_STATUSES = ['invited', 'active'] as const;
+export type MembershipStatus = (typeof MEMBERSHIP_STATUSES)[number];

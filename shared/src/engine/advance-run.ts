@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Pool } from 'pg';
 import { inTransaction, nativePool, runPrepared, StatementShapes } from '../db/prepared.ts';
 import { decideAdvance } from '../domain/advance-decision.ts';
+import { DEFAULT_LOCAL_TIMEOUTS, type LocalTimeouts } from '../domain/executions.ts';
 import { waitsInQueue } from '../domain/run-queue.ts';
 import type { RunStage, RunStatus } from '../domain/statuses.ts';
 import type { CallbackToken, CallbackTokenIssuer } from '../security/secrets.ts';
@@ -12,7 +13,6 @@ import { admitAfterRelease } from './workspace-queue.ts';
 import {
   advanceResult,
   advanceStage,
-  DEFAULT_LOCAL_TIMEOUT_SECONDS,
   groupStages,
   READ_RUN_WITH_STAGES,
   runSnapshot,
@@ -25,8 +25,8 @@ import { dispatchRunFields, type DispatchResultFields, type DispatchRow, type Di
 
 export interface AdvanceSettings extends AdvanceWriteSettings {
   issueToken: CallbackTokenIssuer;
-  /** How long a local run waits for its pipeline's plan or apply (LOCAL_EXECUTION_TIMEOUT_SECONDS; default its default). */
-  localExecutionTimeoutSeconds?: number;
+  /** How long a local run waits for its pipeline's plan or apply (LOCAL_PLAN_TIMEOUT_SECONDS, LOCAL_APPLY_TIMEOUT_SECONDS; default their defaults). */
+  localTimeouts?: LocalTimeouts;
 }
 
 /**
@@ -128,13 +128,8 @@ async function decideAndWrite(
   executor: RunExecutor,
   settings: AdvanceSettings,
 ): Promise<{ started: StartedResult[] } | undefined> {
-  const localTimeoutSeconds = settings.localExecutionTimeoutSeconds ?? DEFAULT_LOCAL_TIMEOUT_SECONDS;
-  const decision = decideAdvance(
-    runSnapshot(run, localTimeoutSeconds),
-    stages.map(advanceStage),
-    results.map(advanceResult),
-    localTimeoutSeconds,
-  );
+  const localTimeouts = settings.localTimeouts ?? DEFAULT_LOCAL_TIMEOUTS;
+  const decision = decideAdvance(runSnapshot(run, localTimeouts), stages.map(advanceStage), results.map(advanceResult), localTimeouts);
   for (const execution of decision.executions) await executor[execution](run.id);
   if (decision.runTransitions.length === 0 && decision.unstartedStageIds.length === 0) return { started: [] };
   const startedRows = results.filter((result) => decision.startedResultIds.includes(result.id));

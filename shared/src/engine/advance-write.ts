@@ -1,6 +1,7 @@
 import type { AdvanceDecision } from '../domain/advance-decision.ts';
 import type { CallbackToken } from '../security/secrets.ts';
 import { resultStartDeadlines, type ResultDeadlines } from './deadlines.ts';
+import { recordClaimedAttempts } from './results.sql.ts';
 import { DISPATCH_RESULT_COLUMNS } from './task-payload.ts';
 import { CANCELED, Params, resultTransition, runTransition, stageTransition } from './transitions.ts';
 
@@ -84,5 +85,6 @@ function startedResults(params: Params, starting: readonly StartingResult[], set
          callback_token_encrypted = coalesce(tr.callback_token_encrypted, t.encrypted)
          from unnest(${ids}::text[], ${hashes}::text[], ${encrypted}::text[]) as t(id, hash, encrypted)
        where tr.id = t.id and tr.status = 'pending' and ${guard}
-       returning ${DISPATCH_RESULT_COLUMNS}, tr.task_stage_id)`;
+       returning ${DISPATCH_RESULT_COLUMNS}, tr.task_stage_id),
+     ${recordClaimedAttempts('started')}`;
 }

@@ -33,6 +33,11 @@ export interface CreateRunInput {
   options?: RunOptions;
   /** Its place in the workspace's queue (run-queue.ts `queueStateAtCreation`); none: outside the queue. */
   queue?: QueueState | null;
+  /**
+   * The creating request's Idempotency-Key and a fingerprint of its body: a second run with the same key
+   * in the workspace is refused by a unique index (`isIdempotencyKeyTaken`), whatever the race.
+   */
+  idempotency?: { key: string; fingerprint: string } | null;
 }
 
 /** The workspace a run is created in, as planning needs it. */
@@ -53,7 +58,9 @@ export interface RunPlace {
  * then claims and delivers; any other run is `pending` (its event wakes the worker's advance). The
  * event has no NOTIFY: the API publishes its job itself once this has committed (createRun's caller),
  * and the relay, on its next poll, publishes whatever that missed. Returns the run's created_at and
- * status timestamps. $1 … $25 the run and its event; the stages' parameters follow, then the results'.
+ * status timestamps. Its run event (`created`, by the creator) is written with it.
+ * $1 … $27 the run and its outbox event, $28 $29 its idempotency key and fingerprint; the stages'
+ * parameters follow, then the results', then $50 the run event's id.
  */
 const CREATE_RUN = prepared(
   'create-run',
@@ -61,17 +68,18 @@ const CREATE_RUN = prepared(
     insert into runs (id, organization_id, workspace_id, plan_id, apply_id, execution_mode, has_changes, resource_additions, resource_changes,
                       resource_destructions, resource_imports, status, status_timestamps, message, is_destroy, plan_only, auto_apply,
                       has_task_warnings, stages_planned, created_by, configuration_version_id, plan_json, options, version, queue_state,
-                      created_at, updated_at)
+                      idempotency_key, idempotency_fingerprint, created_at, updated_at)
     select $1, $2, $3, $4, $5, $6::text, $7::boolean, $8::int, $9::int, $10::int, $11::int, $12::text,
            coalesce(jsonb_object_agg(key, ${DB_NOW_ISO}) filter (where key is not null), '{}'), $13, $14, $15, $16, false, true, $17, $18,
-           $19::jsonb, $20::jsonb, $21::int, $22::text, now(), now()
+           $19::jsonb, $20::jsonb, $21::int, $22::text, $28::text, $29::text, now(), now()
       from (select $23::text as key) started
     returning created_at, status_timestamps),
   event as (
     insert into outbox_events (topic, aggregate_id, payload, created_at, publish_attempts)
     select $24::text, $25::text, jsonb_strip_nulls(jsonb_build_object('runId', $26::text, 'stageId', $27::text)), now(), 0),
-  stages as (${insertStagesSql(28)}),
-  results as (${insertResultsSql(33)})
+  stages as (${insertStagesSql(30)}),
+  results as (${insertResultsSql(35)}),
+  created as (insert into run_events (id, run_id, action, actor_id, created_at) select $50, $1, 'created', $17, now())
   select created_at, status_timestamps from run`,
 );
 
@@ -173,8 +181,11 @@ export async function createRun(
     ids.id,
     ids.id,
     startedStageId ?? null,
+    input.idempotency?.key ?? null,
+    input.idempotency?.fingerprint ?? null,
     ...insertStagesParams(ids.id, planned.stages, start),
     ...insertResultsParams(planned.results, stageIds, input.planOnly, issueToken, start),
+    newId('runEvent'),
   ];
   const [row] = await runPrepared<{ created_at: Date; status_timestamps: Record<string, string> }>(db, CREATE_RUN, params);
   return {
@@ -187,6 +198,10 @@ export async function createRun(
     job: startedStageId === undefined ? { runId: ids.id } : { runId: ids.id, stageId: startedStageId },
   };
 }
+
+/** Whether a creation failed because its Idempotency-Key names a run of the workspace already (another request won). */
+export const isIdempotencyKeyTaken = (error: unknown): boolean =>
+  (error as { code?: unknown }).code === '23505' && (error as { constraint?: unknown }).constraint === 'runs_workspace_idempotency_key_idx';
 
 /** As createRun, on a client inside a caller's transaction, planning from the database. Returns the run's job, to publish after commit. */
 export async function createRunIn(

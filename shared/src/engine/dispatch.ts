@@ -2,11 +2,11 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { answerExcerpt } from '../outbound/answer-excerpt.ts';
 import {
   ACKNOWLEDGE,
-  ATTEMPT_COLUMNS,
   ATTEMPT_FIELDS,
   CLAIM,
   CLAIM_STARTED_AT_CREATION,
   END_UNACKNOWLEDGED,
+  RECORD_ATTEMPT,
   RETRY_LATER,
 } from './results.sql.ts';
 import {
@@ -118,19 +118,16 @@ async function recordAttempt(
   outcome: DeliveryOutcome,
   token: string,
 ): Promise<void> {
-  await (
-    await nativePool(em)
-  ).query(
-    `insert into delivery_attempts ${ATTEMPT_COLUMNS} values ($1, $2, $3, $4, $5, $6, $7) on conflict (task_result_id, attempt) do nothing`,
-    attemptValues(resultId, attempt, startedAt, outcome, token),
-  );
+  await (await nativePool(em)).query(RECORD_ATTEMPT, attemptValues(resultId, attempt, startedAt, outcome, token));
 }
 
-/** The token a claimed row carries: the one just issued, or (issued earlier) the stored one. */
+/**
+ * The token a claimed row's deliveries send: the one stored for it (a result planned before tokens were
+ * derived), or else the one derived from its id, which `issued` is too when given.
+ */
 export function tokenOf(secrets: SecretBox, row: DispatchRow, issued: CallbackToken | undefined): string {
-  return issued !== undefined && row.callback_token_encrypted === issued.encrypted
-    ? issued.token
-    : secrets.decrypt(row.callback_token_encrypted ?? '');
+  if (row.callback_token_encrypted !== null) return secrets.decrypt(row.callback_token_encrypted);
+  return issued?.token ?? issueCallbackToken(secrets, row.id).token;
 }
 
 /**
@@ -138,9 +135,8 @@ export function tokenOf(secrets: SecretBox, row: DispatchRow, issued: CallbackTo
  * is claimed with a conditional update and final results are left alone.
  */
 export async function dispatchResult(em: EntityManager, deps: DispatchDeps, resultId: string): Promise<DispatchOutcome> {
-  // Results get their token when they are planned; one planned without (by an earlier version, which
-  // issued tokens at the first attempt) gets this candidate with the claim, and one that has a token keeps
-  // it, so the task server sees one token per result.
+  // A result's token is derived from its id (nothing to store); one planned with a stored token keeps it
+  // (the claim never overwrites it), so the task server sees one token per result.
   const issued = issueCallbackToken(deps.secrets, resultId);
   // The claim leases the result, so a duplicated or re-driven job skips it, and a dispatcher that dies
   // mid-attempt leaves a lease the sweeper re-drives once it expires. It returns what the payload needs.

@@ -18,3 +18,4 @@ export * from './results.sql.ts';
 export * from './runs.sql.ts';
 export * from './stages.sql.ts';
 export * from './workspace-queue.ts';
+export * from './run-events.ts';

@@ -7,45 +7,6 @@ import { CANCELED, resultTransition } from './transitions.ts';
 
 // The statements on task results of the dispatch and the sweeper (the callback's is callback.ts, the advance's advance-write.ts).
 
-/**
- * $1 lease (s), $2 candidate token hash, $3 candidate token encrypted, $4 result id, $5 attempt cap.
- * Claimed only while the result is running and unacknowledged, when an attempt is due (next_attempt_at,
- * with a second for clock skew against a delayed job) and the cap is not reached.
- */
-export const CLAIM = prepared(
-  'dispatch-claim',
-  `update task_results tr set attempts = tr.attempts + 1, next_attempt_at = now() + make_interval(secs => $1::double precision),
-          callback_token_hash = case when tr.callback_token_encrypted is null then $2::text else tr.callback_token_hash end,
-          callback_token_encrypted = coalesce(tr.callback_token_encrypted, $3::text)
-     from task_stages ts
-     join runs r on r.id = ts.run_id
-     join workspaces w on w.id = r.workspace_id
-     join organizations o on o.id = r.organization_id
-    where tr.id = $4 and ts.id = tr.task_stage_id and tr.status = 'running' and tr.acknowledged_at is null
-      and tr.next_attempt_at <= now() + interval '1 second' and tr.attempts < $5
-   returning ${DISPATCH_COLUMNS}`,
-);
-
-/**
- * $1 lease (s), $2 stage id. The first attempts of a stage the API started as it created the run: its
- * results still running, unacknowledged and never claimed (attempts 0). Locked in id order, as
- * everywhere, and leased as CLAIM leases, so a duplicated job claims nothing and a lost one leaves
- * results due now, which the sweeper re-drives through CLAIM.
- */
-export const CLAIM_STARTED_AT_CREATION = prepared(
-  'dispatch-claim-created',
-  `with locked as (
-     select id from task_results
-      where task_stage_id = $2 and status = 'running' and acknowledged_at is null and attempts = 0 order by id for update)
-   update task_results tr set attempts = tr.attempts + 1, next_attempt_at = now() + make_interval(secs => $1::double precision)
-     from locked, task_stages ts
-     join runs r on r.id = ts.run_id
-     join workspaces w on w.id = r.workspace_id
-     join organizations o on o.id = r.organization_id
-    where tr.id = locked.id and ts.id = tr.task_stage_id
-   returning ${DISPATCH_COLUMNS}`,
-);
-
 export const ATTEMPT_FIELDS = [
   'task_result_id',
   'attempt',
@@ -58,6 +19,76 @@ export const ATTEMPT_FIELDS = [
 export const ATTEMPT_COLUMNS = `(${ATTEMPT_FIELDS.join(', ')})`;
 
 /**
+ * What an attempt's row says from its claim until its answer is recorded: the POST may be under way, or
+ * its worker stopped (was killed) after making it. Every claimed attempt has its row, written by the
+ * statement that claims it (no statement more), so every POST made has one; the answer fills it in.
+ */
+export const UNRECORDED_ATTEMPT = 'unrecorded';
+
+/**
+ * A CTE that writes the row of each attempt the CTE `claimed` (returning `id` and `attempts`) just
+ * claimed, before its POST: started now, its answer not recorded yet.
+ */
+export const recordClaimedAttempts = (claimed: string): string => `${claimed}_attempts as (
+     insert into delivery_attempts ${ATTEMPT_COLUMNS}
+     select ${claimed}.id, ${claimed}.attempts, now(), 0, null, '${UNRECORDED_ATTEMPT}', null from ${claimed}
+     on conflict (task_result_id, attempt) do nothing)`;
+
+/** An attempt's answer over the row its claim wrote (only that one: a duplicate never overwrites an answer). */
+const FILL_IN_ATTEMPT = `on conflict (task_result_id, attempt) do update
+       set started_at = excluded.started_at, duration_ms = excluded.duration_ms, http_status = excluded.http_status,
+           error_kind = excluded.error_kind, response_excerpt = excluded.response_excerpt
+     where delivery_attempts.error_kind = '${UNRECORDED_ATTEMPT}'`;
+
+/** One attempt's answer ($1 … $7 its columns), as FILL_IN_ATTEMPT writes it. */
+export const RECORD_ATTEMPT = `insert into delivery_attempts ${ATTEMPT_COLUMNS} values ($1, $2, $3, $4, $5, $6, $7) ${FILL_IN_ATTEMPT}`;
+
+/**
+ * $1 lease (s), $2 candidate token hash, $3 candidate token encrypted, $4 result id, $5 attempt cap.
+ * Claimed only while the result is running and unacknowledged, when an attempt is due (next_attempt_at,
+ * with a second for clock skew against a delayed job) and the cap is not reached.
+ */
+export const CLAIM = prepared(
+  'dispatch-claim',
+  `with claimed as (
+   update task_results tr set attempts = tr.attempts + 1, next_attempt_at = now() + make_interval(secs => $1::double precision),
+          callback_token_hash = case when tr.callback_token_encrypted is null then $2::text else tr.callback_token_hash end,
+          callback_token_encrypted = coalesce(tr.callback_token_encrypted, $3::text)
+     from task_stages ts
+     join runs r on r.id = ts.run_id
+     join workspaces w on w.id = r.workspace_id
+     join organizations o on o.id = r.organization_id
+    where tr.id = $4 and ts.id = tr.task_stage_id and tr.status = 'running' and tr.acknowledged_at is null
+      and tr.next_attempt_at <= now() + interval '1 second' and tr.attempts < $5
+   returning ${DISPATCH_COLUMNS}),
+   ${recordClaimedAttempts('claimed')}
+   select * from claimed`,
+);
+
+/**
+ * $1 lease (s), $2 stage id. The first attempts of a stage the API started as it created the run: its
+ * results still running, unacknowledged and never claimed (attempts 0). Locked in id order, as
+ * everywhere, and leased as CLAIM leases, so a duplicated job claims nothing and a lost one leaves
+ * results due now, which the sweeper re-drives through CLAIM.
+ */
+export const CLAIM_STARTED_AT_CREATION = prepared(
+  'dispatch-claim-created',
+  `with locked as (
+     select id from task_results
+      where task_stage_id = $2 and status = 'running' and acknowledged_at is null and attempts = 0 order by id for update),
+   claimed as (
+   update task_results tr set attempts = tr.attempts + 1, next_attempt_at = now() + make_interval(secs => $1::double precision)
+     from locked, task_stages ts
+     join runs r on r.id = ts.run_id
+     join workspaces w on w.id = r.workspace_id
+     join organizations o on o.id = r.organization_id
+    where tr.id = locked.id and ts.id = tr.task_stage_id
+   returning ${DISPATCH_COLUMNS}),
+   ${recordClaimedAttempts('claimed')}
+   select * from claimed`,
+);
+
+/**
  * Attempts' rows and their acknowledgements, any number in one statement (one round trip, one commit):
  * $1 … $7 arrays of the attempts' columns. Results are locked in id order, as everywhere.
  */
@@ -66,7 +97,7 @@ export const ACKNOWLEDGE = prepared(
   `with attempt as (
      insert into delivery_attempts ${ATTEMPT_COLUMNS}
      select * from unnest($1::text[], $2::int[], $3::timestamptz[], $4::int[], $5::int[], $6::text[], $7::text[])
-     on conflict (task_result_id, attempt) do nothing),
+     ${FILL_IN_ATTEMPT}),
    locked as (select id from task_results where id = any($1::text[]) and status = 'running' order by id for update)
    update task_results tr set acknowledged_at = now(), next_attempt_at = null, updated_at = now() from locked where tr.id = locked.id`,
 );

@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { nativePool, prepared } from '../db/prepared.ts';
 import { ENDED_RUNS, stageSnapshots, type AdvanceResult, type AdvanceStage } from '../domain/advance-decision.ts';
-import { reportOverdue } from '../domain/executions.ts';
+import { DEFAULT_LOCAL_TIMEOUTS, reportOverdue, type LocalTimeouts } from '../domain/executions.ts';
 import { waitsInQueue, type QueueState } from '../domain/run-queue.ts';
 import { nextRunStep, type RunSnapshot } from '../domain/lifecycle.ts';
 import type { EnforcementLevel, ExecutionMode, RunStage, RunStatus, TaskResultStatus, TaskStageStatus } from '../domain/statuses.ts';
@@ -38,10 +38,8 @@ export interface ResultRow {
   tokenless: boolean;
 }
 
-export const DEFAULT_LOCAL_TIMEOUT_SECONDS = 3600;
-
 /** The run as the lifecycle rule sees it, from any read of it (the advance's, or the sweeper's snapshot). */
-export function runSnapshot(row: Omit<RunRow, 'id'>, localTimeoutSeconds: number): RunSnapshot {
+export function runSnapshot(row: Omit<RunRow, 'id'>, localTimeouts: LocalTimeouts): RunSnapshot {
   const wait = { status: row.status, statusTimestamps: row.run_timestamps, executionMode: row.execution_mode };
   return {
     status: row.status,
@@ -50,7 +48,7 @@ export function runSnapshot(row: Omit<RunRow, 'id'>, localTimeoutSeconds: number
     overridesEnabled: row.overrides_enabled,
     executionMode: row.execution_mode,
     hasChanges: row.has_changes,
-    reportOverdue: reportOverdue(wait, new Date(row.db_now), localTimeoutSeconds),
+    reportOverdue: reportOverdue(wait, new Date(row.db_now), localTimeouts),
   };
 }
 
@@ -139,13 +137,13 @@ export const RUNS_SNAPSHOT_SQL = `select ${SNAPSHOT_COLUMNS} from ${SNAPSHOT_FRO
  * deadline, a person's decision. Runs to repair or that ended are not judged waiting: an advance looks
  * at them (it plans the one, and ends the other's unstarted stages).
  */
-function waits(rows: readonly SnapshotRow[], localTimeoutSeconds: number): boolean {
+function waits(rows: readonly SnapshotRow[], localTimeouts: LocalTimeouts): boolean {
   const [first] = rows;
   if (!first) return false;
   if (waitsInQueue({ status: first.run_status, queueState: first.queue_state })) return true;
   const { stages, results } = groupStages(rows);
   if (ENDED_RUNS.has(first.run_status) || (first.run_status === 'pending' && stages.length === 0)) return false;
-  const snapshot = runSnapshot({ ...first, status: first.run_status }, localTimeoutSeconds);
+  const snapshot = runSnapshot({ ...first, status: first.run_status }, localTimeouts);
   return nextRunStep(snapshot, stageSnapshots(stages.map(advanceStage), results.map(advanceResult))).kind === 'wait';
 }
 
@@ -157,7 +155,7 @@ function waits(rows: readonly SnapshotRow[], localTimeoutSeconds: number): boole
 export async function runsThatMayMove(
   em: EntityManager,
   runIds: readonly string[],
-  localTimeoutSeconds = DEFAULT_LOCAL_TIMEOUT_SECONDS,
+  localTimeouts: LocalTimeouts = DEFAULT_LOCAL_TIMEOUTS,
 ): Promise<string[]> {
   if (runIds.length === 0) return [];
   const byRun = new Map<string, SnapshotRow[]>();
@@ -167,5 +165,5 @@ export async function runsThatMayMove(
     if (ofRun) ofRun.push(row);
     else byRun.set(row.run_id, [row]);
   }
-  return runIds.filter((runId) => byRun.has(runId) && !waits(byRun.get(runId) ?? [], localTimeoutSeconds));
+  return runIds.filter((runId) => byRun.has(runId) && !waits(byRun.get(runId) ?? [], localTimeouts));
 }

@@ -2,6 +2,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { EXPIRE_IN_FLIGHT_SQL, EXPIRE_IN_STAGES_SQL, EXPIRE_ONE_SQL, OVERDUE_DELIVERIES_SQL } from './results.sql.ts';
 import { IDLE_RUNS_SQL } from './runs.sql.ts';
 import { nativePool } from '../db/prepared.ts';
+import type { LocalTimeouts } from '../domain/executions.ts';
 import { runsThatMayMove } from './run-read.ts';
 import { admitStalledQueues } from './workspace-queue.ts';
 
@@ -30,7 +31,7 @@ export interface SweepOptions {
   /** Delivery attempts a result may have (TASK_RETRY_DELAYS_SECONDS' count and one): no re-drive past them. */
   maxAttempts?: number;
   /** How long a local run waits for its pipeline's report: one waiting longer is woken, and its advance ends it. */
-  localExecutionTimeoutSeconds?: number;
+  localTimeouts?: LocalTimeouts;
 }
 
 const IDLE_PAGE_SIZE = 500;
@@ -78,7 +79,7 @@ async function idleRunsThatMayMove(
       pageSize,
     ]);
     const seen = rows.map((row) => row.id);
-    runIds.push(...(await runsThatMayMove(em, seen, options.localExecutionTimeoutSeconds)));
+    runIds.push(...(await runsThatMayMove(em, seen, options.localTimeouts)));
     const last = rows.at(-1);
     // A short page was the last one: the next pass starts again from the oldest.
     if (!last || rows.length < pageSize) return { runIds, cursor: undefined };

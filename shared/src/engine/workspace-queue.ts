@@ -4,6 +4,7 @@ import { DB_NOW_ISO } from '../db/sql.ts';
 import {
   decideLock,
   decideUnlock,
+  holdingSince,
   planForceExecute,
   RELEASED_RUN_STATUSES,
   type ForceExecutePlan,
@@ -12,10 +13,13 @@ import {
   type LockState,
   type QueuedRun,
   type QueueState,
+  type QueueView,
 } from '../domain/run-queue.ts';
 import type { RunStatus } from '../domain/statuses.ts';
+import type { ActedBy } from '../domain/run-events.ts';
 import { statusTimestampKey } from '../domain/timestamps.ts';
 import { JOBS, OUTBOX_CHANNEL } from '../queue/names.ts';
+import { recordRunEvent } from './run-events.ts';
 
 /**
  * The workspace run queue's statements (its rules are shared/src/domain/run-queue.ts). Admission is
@@ -251,7 +255,11 @@ const QUEUE_SNAPSHOT_SQL = `select id, status, queue_state from runs
  * every run ahead of this one and admits it. Returns the plan it carried out, or why it refused (then
  * nothing changed). A run ahead that moved since the read makes the whole of it roll back (`moved`).
  */
-export async function forceExecute(pool: Pool, runId: string): Promise<ForceExecutePlan | { ok: false; reason: 'moved'; detail: string }> {
+export async function forceExecute(
+  pool: Pool,
+  runId: string,
+  by: ActedBy,
+): Promise<ForceExecutePlan | { ok: false; reason: 'moved'; detail: string }> {
   const moved = { ok: false as const, reason: 'moved' as const, detail: 'The workspace queue changed meanwhile; try again.' };
   class Moved extends Error {}
   try {
@@ -274,6 +282,12 @@ export async function forceExecute(pool: Pool, runId: string): Promise<ForceExec
       );
       if (admitted.rowCount !== 1) throw new Moved();
       await client.query(WAKE_SQL, [[...plan.ends.map((end) => end.runId), runId], OUTBOX_CHANNEL]);
+      // Who did it: on each run it ended, and on this one with the comment.
+      for (const end of plan.ends) {
+        const description = `Ended so that ${runId} could start (force-execute)`;
+        await recordRunEvent(client, end.runId, { action: end.to, actorId: by.actorId, description });
+      }
+      await recordRunEvent(client, runId, { action: 'force_executed', ...by });
       return plan;
     });
   } catch (error) {
@@ -297,4 +311,51 @@ export async function createInQueue<T>(
     if (queue !== 'holding' || !isHolderConflict(error)) throw error;
     return { created: await create('queued'), queue: 'queued' };
   }
+}
+
+interface QueueViewRow {
+  id: string;
+  lock_kind: 'teams' | 'users' | null;
+  lock_owner_id: string | null;
+  lock_reason: string | null;
+  holder_id: string | null;
+  holder_status: RunStatus | null;
+  holder_timestamps: Record<string, string> | null;
+  holder_created_at: Date | null;
+  holder_created_by: string | null;
+  holder_message: string | null;
+  waiting: string | null;
+}
+
+/** These workspaces' queues as their waiting runs see them (run-queue.ts `waitingFor`): one statement. */
+export async function queueViews(db: Queryable, workspaceIds: readonly string[]): Promise<Map<string, QueueView>> {
+  if (workspaceIds.length === 0) return new Map();
+  const { rows } = await db.query<QueueViewRow>(
+    `select w.id, w.lock_kind, w.lock_owner_id, w.lock_reason, h.id as holder_id, h.status as holder_status,
+            h.status_timestamps as holder_timestamps, h.created_at as holder_created_at, h.created_by as holder_created_by,
+            h.message as holder_message,
+            (select string_agg(q.id, ',' order by q.created_at, q.id) from runs q where q.workspace_id = w.id and ${waitingSql('q')}) as waiting
+       from workspaces w left join runs h on h.workspace_id = w.id and ${holdingSql('h')}
+      where w.id = any($1::text[])`,
+    [workspaceIds],
+  );
+  return new Map(rows.map((row) => [row.id, queueViewOf(row)]));
+}
+
+function queueViewOf(row: QueueViewRow): QueueView {
+  const holder =
+    row.holder_id === null
+      ? null
+      : {
+          id: row.holder_id,
+          status: row.holder_status as RunStatus,
+          since: holdingSince(row.holder_timestamps ?? {}, new Date(row.holder_created_at ?? 0).toISOString()),
+          createdBy: row.holder_created_by,
+          message: row.holder_message ?? '',
+        };
+  return {
+    lock: row.lock_kind && row.lock_owner_id ? { kind: row.lock_kind, id: row.lock_owner_id, reason: row.lock_reason } : null,
+    holder,
+    waitingRunIds: row.waiting ? row.waiting.split(',') : [],
+  };
 }

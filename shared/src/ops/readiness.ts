@@ -1,12 +1,15 @@
-/** A dependency check for readiness: resolves when the dependency is usable. */
-export type ReadinessCheck = () => Promise<void>;
+/**
+ * A dependency check for readiness: resolves when the dependency is usable, with what the report should
+ * say of it besides (Redis: its mode and the node the process talks to).
+ */
+export type ReadinessCheck = () => Promise<void | Record<string, string>>;
 
 export interface ReadinessReport {
   ready: boolean;
-  components: Record<string, { ok: boolean; detail?: string }>;
+  components: Record<string, { ok: boolean; detail?: string; [about: string]: string | boolean | undefined }>;
 }
 
-function withTimeout(check: ReadinessCheck, timeoutMs: number): Promise<void> {
+function withTimeout(check: ReadinessCheck, timeoutMs: number): Promise<void | Record<string, string>> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
@@ -23,8 +26,8 @@ export async function checkReadiness(
   const entries = await Promise.all(
     Object.entries(checks).map(async ([name, check]) => {
       try {
-        await withTimeout(check, timeoutMs);
-        return [name, { ok: true }] as const;
+        const about = await withTimeout(check, timeoutMs);
+        return [name, { ok: true, ...about }] as const;
       } catch (error) {
         return [name, { ok: false, detail: error instanceof Error ? error.message : String(error) }] as const;
       }

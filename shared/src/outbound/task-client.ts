@@ -35,6 +35,8 @@ export interface TaskClientOptions {
 export interface TaskClient {
   guard: DestinationGuard;
   post(url: string, body: Buffer, hmacKey: string | null, signal?: AbortSignal): Promise<DeliveryOutcome>;
+  /** The same guarded POST of a JSON body with headers of the caller's (notifications sign with their own header). */
+  send(url: string, body: Buffer, headers: Record<string, string>, signal?: AbortSignal): Promise<DeliveryOutcome>;
   close(): Promise<void>;
 }
 
@@ -84,7 +86,7 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
       connect: { timeout: options.connectTimeoutMs ?? 5_000, lookup: guard.lookup },
     });
 
-  async function post(url: string, body: Buffer, hmacKey: string | null, signal?: AbortSignal): Promise<DeliveryOutcome> {
+  async function send(url: string, body: Buffer, headers: Record<string, string>, signal?: AbortSignal): Promise<DeliveryOutcome> {
     const started = performance.now();
     const elapsed = (): number => Math.round(performance.now() - started);
     let target: URL;
@@ -104,11 +106,7 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
         dispatcher,
         body,
         signal,
-        headers: {
-          'content-type': 'application/json',
-          'user-agent': USER_AGENT,
-          'x-tfc-task-signature': taskSignature(body, hmacKey),
-        },
+        headers: { 'content-type': 'application/json', 'user-agent': USER_AGENT, ...headers },
       });
       const bodyExcerpt = await readCapped(response.body, RESPONSE_BODY_LIMIT);
       const retryAfterMs = response.statusCode === 200 ? undefined : parseRetryAfter(response.headers['retry-after'], Date.now());
@@ -124,9 +122,13 @@ export function createTaskClient(options: TaskClientOptions): TaskClient {
     }
   }
 
+  const post = (url: string, body: Buffer, hmacKey: string | null, signal?: AbortSignal): Promise<DeliveryOutcome> =>
+    send(url, body, { 'x-tfc-task-signature': taskSignature(body, hmacKey) }, signal);
+
   return {
     guard,
     post,
+    send,
     close: async () => {
       if (!options.dispatcher) await dispatcher.close();
     },

@@ -1,7 +1,11 @@
 import { FIRST_RETRY_MS, JOB_BACKOFF_TYPE, JOB_MAX_ATTEMPTS } from './backoff.ts';
 
 /** Queue and job naming in one place, so producers, consumers and the dashboard agree. */
-export const QUEUES = { runs: 'runs' } as const;
+export const QUEUES = {
+  runs: 'runs',
+  /** Notification jobs (notification.run, notification.deliver): a queue of their own, worked at NOTIFICATION_CONCURRENCY, so deliveries never take the run engine's slots. */
+  notifications: 'notifications',
+} as const;
 
 export const JOBS = {
   runCreated: 'run.created',
@@ -11,8 +15,18 @@ export const JOBS = {
   /** Delayed to a result's progress deadline: ends it as errored if nothing moved it since. */
   taskDeadline: 'task.deadline',
   sweep: 'sweep',
+  /** A run's status change that its workspace's notifications may want (recorded by the runs' trigger). */
+  notificationRun: 'notification.run',
+  /** One attempt at one notification delivery. */
+  notificationDeliver: 'notification.deliver',
+  /** Repeated hourly: deletes audit trail events past AUDIT_TRAIL_RETENTION_DAYS. */
+  auditPrune: 'audit.prune',
 } as const;
 export type JobName = (typeof JOBS)[keyof typeof JOBS];
+
+/** The queue a job of this name goes to: notification jobs to their own. */
+export const queueOfJob = (name: string): (typeof QUEUES)[keyof typeof QUEUES] =>
+  name === JOBS.notificationRun || name === JOBS.notificationDeliver ? QUEUES.notifications : QUEUES.runs;
 
 /** How long finished jobs are kept: every publisher of a job uses these, so that its copies agree. */
 export const JOB_RETENTION = { removeOnComplete: { age: 86_400, count: 1000 }, removeOnFail: { age: 7 * 86_400 } } as const;
@@ -44,6 +58,8 @@ export function outboxJobId(topic: string, aggregateId: string, eventId: string 
   if (topic === JOBS.runCreated) return runCreatedJobId(aggregateId);
   return `${topic.replaceAll('.', '-')}.${aggregateId}.${eventId}`;
 }
+
+export const notificationDeliverJobId = (deliveryId: string, attempt: number): string => `notification-deliver.${deliveryId}.${attempt}`;
 
 export const taskDispatchJobId = (resultId: string, attempt: number): string => `task-dispatch.${resultId}.${attempt}`;
 

@@ -1,9 +1,22 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Redis } from 'ioredis';
+import { createLogger } from '../logger.ts';
 import { eventually } from '../../../test/support/fixtures.ts';
 import { SocketDestroyTimers } from '../../../test/support/ioredis-timers.ts';
 import { freePort, PrivateRedis } from '../../../test/support/processes.ts';
-import { disconnectAll, reconnectDelayMs, whenAllReady, workerConnection } from './redis.ts';
+import { reconnectDelayMs, singleNodeSettings, type RedisClient } from './connections.ts';
+import { disconnectAll, RedisConnections, whenAllReady } from './redis.ts';
+
+const opened: RedisConnections[] = [];
+/** A durable connection, as a worker opens one, to the Redis at `url`. */
+function workerConnection(url: string, onDuplicate?: (client: RedisClient) => void): RedisClient {
+  const connections = new RedisConnections(singleNodeSettings(url), createLogger('silent', 'test'));
+  opened.push(connections);
+  return connections.open('durable', { onDuplicate });
+}
+afterAll(async () => {
+  await Promise.all(opened.map((connections) => connections.close(5_000)));
+});
 
 /**
  * The worker's connections on a private redis-server that is stopped and started: what its graceful
@@ -11,7 +24,7 @@ import { disconnectAll, reconnectDelayMs, whenAllReady, workerConnection } from 
  */
 describe('worker connections', () => {
   let redis: PrivateRedis;
-  const clients: Redis[] = [];
+  const clients: RedisClient[] = [];
 
   beforeAll(async () => {
     redis = new PrivateRedis(await freePort());
@@ -23,7 +36,7 @@ describe('worker connections', () => {
     await redis?.stop();
   });
 
-  function connect(onDuplicate?: (client: Redis) => void): Redis {
+  function connect(onDuplicate?: (client: RedisClient) => void): RedisClient {
     const client = workerConnection(redis.url, onDuplicate);
     client.on('error', () => undefined);
     clients.push(client);
@@ -31,8 +44,8 @@ describe('worker connections', () => {
   }
 
   it('report every duplicate made of them, with the options of the original', async () => {
-    const seen: Redis[] = [];
-    const client = connect((copy) => seen.push(copy));
+    const seen: RedisClient[] = [];
+    const client = connect((copy) => seen.push(copy)) as Redis;
     const copy = client.duplicate({ connectionName: 'blocking' });
     copy.on('error', () => undefined);
     clients.push(copy);
@@ -117,7 +130,7 @@ describe('reconnectDelayMs', () => {
   });
 
   it('worker connections and their duplicates use it', () => {
-    const client = workerConnection('redis://127.0.0.1:1/0');
+    const client = workerConnection('redis://127.0.0.1:1/0') as Redis;
     client.on('error', () => undefined);
     const copy = client.duplicate();
     copy.on('error', () => undefined);

@@ -1,48 +1,119 @@
-import { Redis } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
+import type { Logger } from '../logger.ts';
+import { RedisAvailability } from './availability.ts';
+import {
+  connectRedis,
+  probeKey,
+  redisNodeOf,
+  type ConnectionKind,
+  type ConnectionOptions,
+  type RedisClient,
+  type RedisSettings,
+} from './connections.ts';
 
-/** Resolves when Redis answers PING, or rejects quickly: used at start-up and by readiness checks. */
-export async function pingRedis(url: string, timeoutMs = 3000): Promise<void> {
-  const client = new Redis(url, {
-    lazyConnect: true,
-    connectTimeout: timeoutMs,
-    maxRetriesPerRequest: 0,
-    enableOfflineQueue: false,
-    retryStrategy: () => null,
-  });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    await client.ping();
-  } finally {
-    client.disconnect();
-  }
-}
+/** How long a command of the process's own fail-fast connection (readiness, probes, rate limits) may wait. */
+export const COMMAND_TIMEOUT_MS = 1_000;
 
-/** Longest wait between two reconnection attempts of a worker connection (ioredis' own default waits up to 5.2 s). */
-export const MAX_RECONNECT_DELAY_MS = 2_000;
-
-/** Doubling from 50 ms, at most MAX_RECONNECT_DELAY_MS, with up to 10 % jitter so a fleet does not reconnect in step. */
-export function reconnectDelayMs(attempt: number): number {
-  const base = Math.min(50 * 2 ** Math.max(0, attempt - 1), MAX_RECONNECT_DELAY_MS);
-  return Math.round(base * (0.9 + Math.random() * 0.1));
+export interface OpenOptions extends ConnectionOptions {
+  /** Sees each connection BullMQ derives from this one (a worker's blocking connection), which the caller would otherwise never get to look at. */
+  onDuplicate?: (client: RedisClient) => void;
 }
 
 /**
- * Connections for BullMQ workers must retry forever (BullMQ's production guide). `onDuplicate` sees the
- * connections BullMQ derives from this one (a worker's blocking connection), which the caller would
- * otherwise never get to look at.
+ * The Redis connections of one process, and the one way to get one: each is built from the
+ * configuration (a single node, a primary through sentinels, or a cluster; connections.ts), watched for
+ * availability with those BullMQ derives from it, so that an outage or a failover is logged as one
+ * warning when Redis goes and one when it is back, and closed with the others. It keeps one fail-fast
+ * connection of its own for readiness, probes and whoever needs quick commands (the rate limiter).
  */
-export function workerConnection(url: string, onDuplicate?: (client: Redis) => void): Redis {
-  const client = new Redis(url, { maxRetriesPerRequest: null, retryStrategy: reconnectDelayMs });
-  if (onDuplicate) {
-    const duplicate = client.duplicate.bind(client);
-    client.duplicate = (override) => {
-      const copy = duplicate(override);
-      onDuplicate(copy);
-      return copy;
-    };
+export class RedisConnections {
+  readonly settings: RedisSettings;
+  readonly availability: RedisAvailability;
+  /** The fail-fast connection: readiness, the availability probe, rate limits. */
+  readonly commands: RedisClient;
+  private readonly clients: RedisClient[] = [];
+  private closing = false;
+
+  constructor(settings: RedisSettings, logger: Logger) {
+    this.settings = settings;
+    this.availability = new RedisAvailability({
+      logger,
+      probe: async () => void (await this.write()),
+      allConnected: () => this.clients.every((client) => client.status === 'ready' || client.status === 'end' || client.status === 'wait'),
+      describe: () => ({ mode: settings.redisTopology.mode, node: this.node() }),
+    });
+    this.commands = this.open('fail-fast', { commandTimeoutMs: COMMAND_TIMEOUT_MS });
   }
-  return client;
+
+  get mode(): RedisSettings['redisTopology']['mode'] {
+    return this.settings.redisTopology.mode;
+  }
+
+  /** A new connection of `kind` to the configured Redis, watched and closed with the others. */
+  open(kind: Exclude<ConnectionKind, 'probe'>, options: OpenOptions = {}): RedisClient {
+    const client = connectRedis(this.settings, kind, options);
+    this.watch(client);
+    if (options.onDuplicate) {
+      const onDuplicate = options.onDuplicate;
+      const duplicate = client.duplicate.bind(client) as (...args: unknown[]) => RedisClient;
+      // Both Redis#duplicate(options) and Cluster#duplicate(nodes, options): the arguments pass as they are.
+      (client as { duplicate: (...args: unknown[]) => RedisClient }).duplicate = (...args: unknown[]) => {
+        const copy = duplicate(...args);
+        this.watch(copy);
+        onDuplicate(copy);
+        return copy;
+      };
+    }
+    return client;
+  }
+
+  /** The node the process talks to for its queue (see redisNodeOf), as its fail-fast connection sees it. */
+  node(): string | undefined {
+    return redisNodeOf(this.commands, this.settings.queuePrefix);
+  }
+
+  /** Readiness: Redis takes a write in the queue's slot. Resolves with the mode and the node that took it. */
+  async check(): Promise<{ mode: string; node: string }> {
+    await this.write();
+    return { mode: this.mode, node: this.node() ?? 'unknown' };
+  }
+
+  /** Resolves true once every connection is connected, or false when `timeoutMs` passes first. */
+  whenAllReady(timeoutMs: number): Promise<boolean> {
+    return whenAllReady(this.clients, timeoutMs);
+  }
+
+  /** Disconnects every connection (see disconnectAll); the availability warnings stop first. */
+  async close(timeoutMs: number): Promise<boolean> {
+    this.closing = true;
+    this.availability.stop();
+    return disconnectAll(this.clients, timeoutMs);
+  }
+
+  private async write(): Promise<void> {
+    await this.commands.set(probeKey(this.settings.queuePrefix), '1', 'PX', 10_000);
+  }
+
+  /**
+   * A lost connection shows as errors: its reconnection attempts fail while Redis is away, and through
+   * sentinels until one names the promoted replica. A close alone is not an outage: the sentinels' news
+   * of a failover closes connections on purpose, to move them to the new primary, which they reach at once.
+   */
+  private watch(client: RedisClient): void {
+    this.clients.push(client);
+    client.on('error', (error: unknown) => this.availability.report(error, 'redis connection error'));
+    if (client instanceof Cluster) {
+      client.on('node error', (error: unknown, node: string) => this.availability.report(error, 'redis cluster node error', { node }));
+      // A cluster retries the commands of a primary that went away until its replica takes over, without
+      // an error, and drops the node's connection: when that primary is the queue's, Redis is away for us.
+      client.on('-node', (node: Redis) => {
+        const key = `${node.options.host}:${node.options.port}`;
+        // Not when the client itself is being closed (by its owner, or BullMQ's close).
+        if (!this.closing && client.status === 'ready' && key === redisNodeOf(client, this.settings.queuePrefix))
+          this.availability.reportLost(new Error(`Connection is closed (cluster node ${key})`));
+      });
+    }
+  }
 }
 
 /** True once every one of `waits` has resolved, or false when `timeoutMs` passes first. */
@@ -59,8 +130,9 @@ async function allWithin(waits: readonly (Promise<void> | undefined)[], timeoutM
 }
 
 /** Resolves true once every client is connected, or false when `timeoutMs` passes first. */
-export async function whenAllReady(clients: readonly Redis[], timeoutMs: number): Promise<boolean> {
-  const waiting = clients.filter((client) => client.status !== 'ready');
+export async function whenAllReady(clients: readonly RedisClient[], timeoutMs: number): Promise<boolean> {
+  // Ended ones (closed on purpose) never connect again; lazy ones not yet asked for are not waited for.
+  const waiting = clients.filter((client) => client.status !== 'ready' && client.status !== 'end' && client.status !== 'wait');
   if (waiting.length === 0) return true;
   return allWithin(
     waiting.map(
@@ -77,7 +149,7 @@ export async function whenAllReady(clients: readonly Redis[], timeoutMs: number)
  * clients. A client that is not connected (Redis away, between two attempts) is not waited for: it may
  * never emit 'end'. One that has ended is left alone.
  */
-export async function disconnectAll(clients: readonly Redis[], timeoutMs: number): Promise<boolean> {
+export async function disconnectAll(clients: readonly RedisClient[], timeoutMs: number): Promise<boolean> {
   return allWithin(
     clients.map((client) => {
       // Disconnecting one that has ended (BullMQ ends its blocking connection itself) would arm that

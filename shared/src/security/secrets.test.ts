@@ -85,6 +85,40 @@ describe('tokens bound to a subject', () => {
   });
 });
 
+describe('tokens derived from a subject', () => {
+  const box = createSecretBox(KEY_A);
+  const subject = 'taskrs-AbCdEf0123456789';
+  const token = box.deriveToken(CALLBACK_TOKEN_PREFIX, subject);
+
+  it('are one per subject and key, plausible, and not the shape of a random token', () => {
+    expect(box.deriveToken(CALLBACK_TOKEN_PREFIX, subject)).toBe(token);
+    expect(box.deriveToken(CALLBACK_TOKEN_PREFIX, 'taskrs-AbCdEf0123456788')).not.toBe(token);
+    expect(createSecretBox(KEY_B).deriveToken(CALLBACK_TOKEN_PREFIX, subject)).not.toBe(token);
+    expect(isPlausibleToken(token)).toBe(true);
+    expect(looksLikeToken(token, CALLBACK_TOKEN_PREFIX)).toBe(false);
+    expect(() => box.deriveToken(CALLBACK_TOKEN_PREFIX, 'not an id')).toThrow();
+  });
+
+  it('name their subject under their key and prefix only', () => {
+    expect(box.derivedSubject(token, CALLBACK_TOKEN_PREFIX)).toBe(subject);
+    expect(createSecretBox(KEY_B).derivedSubject(token, CALLBACK_TOKEN_PREFIX)).toBeUndefined();
+    expect(box.derivedSubject(token.replace(CALLBACK_TOKEN_PREFIX, API_TOKEN_PREFIX), API_TOKEN_PREFIX)).toBeUndefined();
+    expect(box.derivedSubject(box.bindToken(CALLBACK_TOKEN_PREFIX, subject), CALLBACK_TOKEN_PREFIX)).toBeUndefined();
+    expect(box.derivedSubject(generateToken(CALLBACK_TOKEN_PREFIX), CALLBACK_TOKEN_PREFIX)).toBeUndefined();
+  });
+
+  it('refuse every single-character change and every malformed shape', () => {
+    const body = token.slice(CALLBACK_TOKEN_PREFIX.length);
+    for (let index = 0; index < body.length; index += 1) {
+      const changed = body.slice(0, index) + (body[index] === 'A' ? 'B' : 'A') + body.slice(index + 1);
+      expect(box.derivedSubject(CALLBACK_TOKEN_PREFIX + changed, CALLBACK_TOKEN_PREFIX)).toBeUndefined();
+    }
+    for (const malformed of ['', CALLBACK_TOKEN_PREFIX, token.slice(0, -1), `${token}A`, ` ${token}`, token.toUpperCase()]) {
+      expect(box.derivedSubject(malformed, CALLBACK_TOKEN_PREFIX)).toBeUndefined();
+    }
+  });
+});
+
 describe('isPlausibleToken', () => {
   it.each([
     [generateToken(API_TOKEN_PREFIX), true],

@@ -16,6 +16,13 @@ export interface SecretBox {
   bindToken(prefix: string, subject: string): string;
   /** Whether `token` was made by `bindToken(prefix, subject)` under this secret (constant time). */
   isBoundTo(token: string, prefix: string, subject: string): boolean;
+  /**
+   * The one token of `subject` under this secret: the subject itself, then a 256-bit MAC of it with
+   * the prefix under a key of its own. Nothing has to be stored to check it, nor to send it again.
+   */
+  deriveToken(prefix: string, subject: string): string;
+  /** The subject `token` was derived for (deriveToken) under this secret, or undefined (constant-time MAC check). */
+  derivedSubject(token: string, prefix: string): string | undefined;
 }
 
 export const API_TOKEN_PREFIX = 'rtk_';
@@ -40,6 +47,9 @@ export function looksLikeToken(value: string, prefix: string): boolean {
 
 const BOUND_NONCE_BYTES = 16;
 const BOUND_MAC_BYTES = 16;
+const DERIVED_MAC_BYTES = 32;
+/** What a derived token's subject may be: an id (shared/src/domain/ids.ts), never empty, never long. */
+const DERIVED_SUBJECT = /^[a-z]{1,16}-[A-Za-z0-9]{1,64}$/;
 
 export function createSecretBox(secretKey: string): SecretBox {
   // Separate derived keys so a hash can never be used as an encryption key or the other way round.
@@ -48,6 +58,9 @@ export function createSecretBox(secretKey: string): SecretBox {
   const hashKey = createSecretKey(createHash('sha256').update(`runtasks:token-hash:${secretKey}`).digest());
   const encryptionKey = createSecretKey(createHash('sha256').update(`runtasks:encryption:${secretKey}`).digest());
   const bindingKey = createSecretKey(createHash('sha256').update(`runtasks:token-binding:${secretKey}`).digest());
+  const derivationKey = createSecretKey(createHash('sha256').update(`runtasks:token-derivation:${secretKey}`).digest());
+  const derivationMac = (prefix: string, subject: string): Buffer =>
+    createHmac('sha256', derivationKey).update(`${prefix}\u0000${subject}`).digest();
   const bindingMac = (prefix: string, subject: string, nonce: Buffer): Buffer =>
     createHmac('sha256', bindingKey).update(`${prefix}\u0000${subject}\u0000`).update(nonce).digest().subarray(0, BOUND_MAC_BYTES);
   return {
@@ -76,27 +89,47 @@ export function createSecretBox(secretKey: string): SecretBox {
       if (bytes.length !== BOUND_NONCE_BYTES + BOUND_MAC_BYTES) return false;
       return timingSafeEqual(bytes.subarray(BOUND_NONCE_BYTES), bindingMac(prefix, subject, bytes.subarray(0, BOUND_NONCE_BYTES)));
     },
+    deriveToken(prefix, subject) {
+      if (!DERIVED_SUBJECT.test(subject)) throw new Error('not a subject a token can be derived for');
+      return prefix + Buffer.concat([Buffer.from(subject, 'utf8'), derivationMac(prefix, subject)]).toString('base64url');
+    },
+    derivedSubject(token, prefix) {
+      if (!token.startsWith(prefix) || !PLAUSIBLE_TOKEN.test(token)) return undefined;
+      const bytes = Buffer.from(token.slice(prefix.length), 'base64url');
+      // One spelling per token: base64url's last character can carry unused bits.
+      if (bytes.length <= DERIVED_MAC_BYTES || bytes.toString('base64url') !== token.slice(prefix.length)) return undefined;
+      const subject = bytes.subarray(0, bytes.length - DERIVED_MAC_BYTES).toString('latin1');
+      if (!DERIVED_SUBJECT.test(subject)) return undefined;
+      return timingSafeEqual(bytes.subarray(bytes.length - DERIVED_MAC_BYTES), derivationMac(prefix, subject)) ? subject : undefined;
+    },
   };
 }
 
 /**
- * A task result's callback access token: stored hashed (for lookup) and encrypted (so every delivery of
- * the result sends the same one). Bound to its result, so the API checks a callback's token before
- * reading its body without a lookup.
+ * A task result's callback access token. Since issue 47 it is derived from the result's id under the
+ * server's secret (`SecretBox.deriveToken`): nothing is stored (`hash` and `encrypted` are null), every
+ * delivery of the result sends the same one, and the API checks it, and finds its result, without a
+ * lookup. A result planned before keeps the token stored for it (hashed for lookup, encrypted to send
+ * again), and its callbacks and plan JSON reads are checked against that one, as before.
  */
 export interface CallbackToken {
   token: string;
-  hash: string;
-  encrypted: string;
+  hash: string | null;
+  encrypted: string | null;
 }
 
 /** Issues a result's access token (see CallbackToken). */
 export type CallbackTokenIssuer = (resultId: string) => CallbackToken;
 
 export function issueCallbackToken(secrets: SecretBox, resultId: string): CallbackToken {
-  const token = secrets.bindToken(CALLBACK_TOKEN_PREFIX, resultId);
-  return { token, hash: secrets.hashToken(token), encrypted: secrets.encrypt(token) };
+  return { token: secrets.deriveToken(CALLBACK_TOKEN_PREFIX, resultId), hash: null, encrypted: null };
 }
+
+/**
+ * What a callback's statement compares with its result's stored token hash (coalesced to this) for a
+ * token derived for that result: only a result that has no stored token takes a derived one.
+ */
+export const DERIVED_TOKEN_HASH = '';
 
 export function safeEqualHex(a: string, b: string): boolean {
   const left = Buffer.from(a, 'hex');

@@ -2,8 +2,9 @@ import { defineEntity, p } from '@mikro-orm/core';
 import { PRINCIPALS_NOTIFY, TOKEN_CREATED_NOTIFY } from '../principals-notify.ts';
 import { Organization } from './organization.entity.ts';
 import { Team } from './team.entity.ts';
+import { User } from './user.entity.ts';
 
-export const TOKEN_KINDS = ['admin', 'organization', 'team'] as const;
+export const TOKEN_KINDS = ['admin', 'organization', 'team', 'user'] as const;
 export type TokenKind = (typeof TOKEN_KINDS)[number];
 
 const ApiTokenSchema = defineEntity({
@@ -27,12 +28,15 @@ const ApiTokenSchema = defineEntity({
   indexes: [
     { name: 'api_tokens_organization_idx', properties: ['organization'] },
     { name: 'api_tokens_team_idx', properties: ['team'] },
+    { name: 'api_tokens_user_idx', properties: ['user'] },
   ],
   properties: {
     id: p.string().length(32).primary(),
     kind: p.enum(TOKEN_KINDS),
     organization: () => p.manyToOne(Organization).nullable().deleteRule('cascade'),
     team: () => p.manyToOne(Team).nullable().deleteRule('cascade'),
+    // A user token's user: it reaches what the user's memberships do, whichever organizations those are.
+    user: () => p.manyToOne(User).nullable().deleteRule('cascade'),
     // HMAC-SHA256 of the token under the server's secret key: a stolen table does not yield usable tokens.
     tokenHash: p.string().length(64).unique(),
     description: p.text().nullable(),

@@ -1,4 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
+import { StoredObject } from './stored-object.entity.ts';
 import { Workspace } from './workspace.entity.ts';
 
 export const CONFIGURATION_VERSION_STATUSES = ['pending', 'uploaded', 'errored', 'archived'] as const;
@@ -23,8 +24,8 @@ const ConfigurationVersionSchema = defineEntity({
     // The upload URL's secret, hashed; cleared once used, so the URL works once.
     uploadTokenHash: p.string().length(64).nullable().unique(),
     uploadExpiresAt: p.datetime().nullable(),
-    // The archive itself: stored in PostgreSQL, so it is as durable as the rest and goes with its workspace.
-    archive: p.type('blob').nullable().lazy(),
+    // The archive's stored object (shared/src/storage); null before an upload, and once retention removed it.
+    archive: () => p.manyToOne(StoredObject).nullable().deleteRule('set null').index('configuration_versions_archive_idx'),
     archiveSize: p.integer().nullable(),
     createdAt: p.datetime().onCreate(() => new Date()),
     updatedAt: p

@@ -31,6 +31,8 @@ const OrganizationSchema = defineEntity({
     sessionTimeout: p.integer().default(20160),
     stacksEnabled: p.boolean().default(false),
     registryMonorepoSupportEnabled: p.boolean().default(false),
+    // Which values of the single sign-on teams claim stand for which team (docs/sso.md); null: team names match.
+    ssoTeamMapping: p.json<Record<string, string>>().nullable(),
     // Set by the site admin only (`/admin/organizations`).
     accessBetaTools: p.boolean().default(false),
     globalModuleSharing: p.boolean().default(false),

@@ -2,16 +2,42 @@ import { defineEntity, p } from '@mikro-orm/core';
 import type { RunOptions } from '../../domain/run-options.ts';
 import type { QueueState } from '../../domain/run-queue.ts';
 import type { ExecutionMode, RunStatus } from '../../domain/statuses.ts';
+import { RUN_NOTIFY_STATUS_WHEN, RUN_NOTIFY_TRIGGER_BODY } from '../../engine/notification-trigger.ts';
 import { Organization } from './organization.entity.ts';
 import { Workspace } from './workspace.entity.ts';
+import { StoredObject } from './stored-object.entity.ts';
 
 const RunSchema = defineEntity({
   name: 'Run',
   tableName: 'runs',
+  // A run's creation and status changes, recorded for the workspace's notifications when it has any (RUN_NOTIFY_TRIGGER_BODY).
+  triggers: [
+    { name: 'runs_notify_created', timing: 'after', events: ['insert'], forEach: 'row', body: RUN_NOTIFY_TRIGGER_BODY },
+    {
+      name: 'runs_notify_status',
+      timing: 'after',
+      events: ['update'],
+      forEach: 'row',
+      // The status changed to one that may give a notice.
+      when: RUN_NOTIFY_STATUS_WHEN,
+      body: RUN_NOTIFY_TRIGGER_BODY,
+    },
+  ],
   indexes: [
     { name: 'runs_workspace_created_idx', properties: ['workspace', 'createdAt'] },
+    // An organization's runs, newest first (GET /organizations/:org/runs).
+    { name: 'runs_organization_created_idx', properties: ['organization', 'createdAt'] },
     // Whether a configuration version is in use (its upload and archive actions ask): no scan of every run.
-    { name: 'runs_configuration_version_idx', properties: ['configurationVersionId'] },
+    // Partial: most runs have none, and their status changes, never HOT, then write no entry here (Migration20261130500002RunsNullableIndexes).
+    {
+      name: 'runs_configuration_version_idx',
+      expression: `create index "runs_configuration_version_idx" on "runs" ("configuration_version_id") where "configuration_version_id" is not null`,
+    },
+    // The plan JSON's stored object (retention, and the foreign key's `set null`); partial for the same reason.
+    {
+      name: 'runs_plan_object_idx',
+      expression: `create index "runs_plan_object_idx" on "runs" ("plan_object_key") where "plan_object_key" is not null`,
+    },
     // The sweeper's (shared/src/engine/sweeper.ts, IDLE_RUNS_SQL): its predicate is that query's.
     {
       name: 'runs_unfinished_idx',
@@ -21,6 +47,11 @@ const RunSchema = defineEntity({
     {
       name: 'runs_workspace_holder_idx',
       expression: `create unique index "runs_workspace_holder_idx" on "runs" ("workspace_id") where "queue_state" = 'holding' and "status" not in ('applied', 'post_apply_running', 'post_apply_completed', 'planned_and_finished', 'discarded', 'errored', 'canceled')`,
+    },
+    // A retried `POST /runs` with its Idempotency-Key finds its run (services/api/src/routes/runs.routes.ts).
+    {
+      name: 'runs_workspace_idempotency_key_idx',
+      expression: `create unique index "runs_workspace_idempotency_key_idx" on "runs" ("workspace_id", "idempotency_key") where "idempotency_key" is not null`,
     },
     {
       name: 'runs_workspace_queued_idx',
@@ -42,6 +73,13 @@ const RunSchema = defineEntity({
     resourceChanges: p.integer().default(0),
     resourceDestructions: p.integer().default(0),
     resourceImports: p.integer().default(0),
+    // SHA-256 (hex) of the plan JSON a pipeline reported and of its binary plan file, where given: what
+    // a repeated report and an apply are compared with (shared/src/domain/report-decision.ts).
+    planJsonSha256: p.text().nullable(),
+    planFileSha256: p.text().nullable(),
+    // The Idempotency-Key of the `POST /runs` that created the run, and a fingerprint of that request's body.
+    idempotencyKey: p.text().nullable(),
+    idempotencyFingerprint: p.text().nullable(),
     // Why the plan or apply errored: the pipeline's message, or the local execution timeout's.
     executionError: p.text().nullable(),
     // Checked by a domain, which the ORM's schema comparison does not see (Migration20261125000000StatusDomains).
@@ -70,6 +108,8 @@ const RunSchema = defineEntity({
       .onCreate(() => ({})),
     configurationVersionId: p.string().length(32).nullable(),
     planJson: p.json<unknown>().nullable().lazy(),
+    // A reported plan JSON's stored object (shared/src/storage), kept as the bytes reported; null once retention removed it.
+    planObject: () => p.manyToOne(StoredObject).nullable().deleteRule('set null').index(false),
     version: p.integer().version(),
     createdAt: p.datetime().onCreate(() => new Date()),
     updatedAt: p

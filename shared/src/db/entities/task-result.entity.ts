@@ -1,6 +1,7 @@
 import { defineEntity, p } from '@mikro-orm/core';
 import type { EnforcementLevel, RunStage, TaskResultStatus } from '../../domain/statuses.ts';
 import { STAGE_OPEN_COUNT_TRIGGER_BODY } from '../../engine/stage-count-trigger.ts';
+import { TOKEN_CREATED_NOTIFY } from '../principals-notify.ts';
 import { TaskStage } from './task-stage.entity.ts';
 
 const TaskResultSchema = defineEntity({
@@ -9,6 +10,13 @@ const TaskResultSchema = defineEntity({
   uniques: [
     // One result per task per stage; a task attached to the workspace and also global counts once.
     { name: 'task_results_stage_task_unique', properties: ['taskStage', 'taskId'] },
+  ],
+  indexes: [
+    // Only results planned before access tokens were derived store one (Migration20261130500000DerivedAccessTokens).
+    {
+      name: 'task_results_callback_token_hash_stored',
+      expression: `create unique index "task_results_callback_token_hash_stored" on "task_results" ("callback_token_hash") where "callback_token_hash" is not null`,
+    },
   ],
   checks: [
     {
@@ -28,6 +36,24 @@ const TaskResultSchema = defineEntity({
       // As PostgreSQL prints it back (the schema comparison is textual): the result leaves pending/running.
       when: `(((old.status)::text = ANY (ARRAY['pending'::text, 'running'::text])) AND ((new.status)::text <> ALL (ARRAY['pending'::text, 'running'::text])))`,
       body: STAGE_OPEN_COUNT_TRIGGER_BODY,
+    },
+    // A stored access token (written only by versions before derived tokens) joins the API processes' set
+    // of active tokens' hashes, as a new API token does (Migration20261130500001StoredTaskTokenNotify).
+    {
+      name: 'task_results_stored_token_insert',
+      timing: 'after',
+      events: ['insert'],
+      forEach: 'row',
+      when: '(new.callback_token_hash IS NOT NULL)',
+      body: TOKEN_CREATED_NOTIFY,
+    },
+    {
+      name: 'task_results_stored_token_update',
+      timing: 'after',
+      events: ['update'],
+      forEach: 'row',
+      when: '((new.callback_token_hash IS NOT NULL) AND ((old.callback_token_hash)::text IS DISTINCT FROM (new.callback_token_hash)::text))',
+      body: TOKEN_CREATED_NOTIFY,
     },
   ],
   properties: {
@@ -50,10 +76,9 @@ const TaskResultSchema = defineEntity({
       .onCreate(() => ({})),
     message: p.text().nullable(),
     url: p.text().nullable(),
-    // Set when the run is planned, so a start changes no indexed column and stays on its page (no index
-    // on task_results mentions a status or a deadline either: Migration20261124120000HotTaskResults).
-    callbackTokenHash: p.string().length(64).nullable().unique(),
-    // Encrypted so a re-dispatch of the same result carries the same access token.
+    // The access token of a result planned before tokens were derived from its id (issue 47): hashed for
+    // lookup, encrypted so a re-dispatch carries the same token. Null for every result planned since.
+    callbackTokenHash: p.string().length(64).nullable(),
     callbackTokenEncrypted: p.text().nullable(),
     acknowledgedAt: p.datetime().nullable(),
     nextAttemptAt: p.datetime().nullable(),

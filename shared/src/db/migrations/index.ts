@@ -26,6 +26,21 @@ import { Migration20261126950000OrganizationSettings } from './Migration20261126
 import { Migration20261126990000RunComments } from './Migration20261126990000RunComments.ts';
 import { Migration20261127100000WorkspaceTags } from './Migration20261127100000WorkspaceTags.ts';
 import { Migration20261127200000RemoteStateConsumers } from './Migration20261127200000RemoteStateConsumers.ts';
+import { Migration20261128100000RunEvents } from './Migration20261128100000RunEvents.ts';
+import { Migration20261128300000PipelineReports } from './Migration20261128300000PipelineReports.ts';
+import { Migration20261129100000StoredObjects } from './Migration20261129100000StoredObjects.ts';
+import { Migration20261129300000Users } from './Migration20261129300000Users.ts';
+import { Migration20261129400000OrganizationRuns } from './Migration20261129400000OrganizationRuns.ts';
+import { Migration20261129410000AuditTrail } from './Migration20261129410000AuditTrail.ts';
+import { Migration20261129500000CiTrustRules } from './Migration20261129500000CiTrustRules.ts';
+import { Migration20261129600000Notifications } from './Migration20261129600000Notifications.ts';
+import { Migration20261130100045OidcSignIn } from './Migration20261130100045OidcSignIn.ts';
+import { Migration20261130300046TeamNotifications } from './Migration20261130300046TeamNotifications.ts';
+import { Migration20261130310046NotifyNoticeStatuses } from './Migration20261130310046NotifyNoticeStatuses.ts';
+import { Migration20261130400000MembershipAcceptNotify } from './Migration20261130400000MembershipAcceptNotify.ts';
+import { Migration20261130500000DerivedAccessTokens } from './Migration20261130500000DerivedAccessTokens.ts';
+import { Migration20261130500001StoredTaskTokenNotify } from './Migration20261130500001StoredTaskTokenNotify.ts';
+import { Migration20261130500002RunsNullableIndexes } from './Migration20261130500002RunsNullableIndexes.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
 export const MIGRATIONS: MigrationObject[] = [
@@ -56,4 +71,19 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261126990000RunComments', class: Migration20261126990000RunComments },
   { name: 'Migration20261127100000WorkspaceTags', class: Migration20261127100000WorkspaceTags },
   { name: 'Migration20261127200000RemoteStateConsumers', class: Migration20261127200000RemoteStateConsumers },
+  { name: 'Migration20261128100000RunEvents', class: Migration20261128100000RunEvents },
+  { name: 'Migration20261128300000PipelineReports', class: Migration20261128300000PipelineReports },
+  { name: 'Migration20261129100000StoredObjects', class: Migration20261129100000StoredObjects },
+  { name: 'Migration20261129300000Users', class: Migration20261129300000Users },
+  { name: 'Migration20261129400000OrganizationRuns', class: Migration20261129400000OrganizationRuns },
+  { name: 'Migration20261129410000AuditTrail', class: Migration20261129410000AuditTrail },
+  { name: 'Migration20261129500000CiTrustRules', class: Migration20261129500000CiTrustRules },
+  { name: 'Migration20261129600000Notifications', class: Migration20261129600000Notifications },
+  { name: 'Migration20261130100045OidcSignIn', class: Migration20261130100045OidcSignIn },
+  { name: 'Migration20261130300046TeamNotifications', class: Migration20261130300046TeamNotifications },
+  { name: 'Migration20261130310046NotifyNoticeStatuses', class: Migration20261130310046NotifyNoticeStatuses },
+  { name: 'Migration20261130400000MembershipAcceptNotify', class: Migration20261130400000MembershipAcceptNotify },
+  { name: 'Migration20261130500000DerivedAccessTokens', class: Migration20261130500000DerivedAccessTokens },
+  { name: 'Migration20261130500001StoredTaskTokenNotify', class: Migration20261130500001StoredTaskTokenNotify },
+  { name: 'Migration20261130500002RunsNullableIndexes', class: Migration20261130500002RunsNullableIndexes },
 ];

@@ -1,0 +1,327 @@
+import type { Pool } from 'pg';
+import { prepared, runPrepared } from '../db/prepared.ts';
+import { newId } from '../domain/ids.ts';
+import { BatchWriter } from '../engine/batch-writer.ts';
+import { DELIVERY_RESPONSES_KEPT, noticeMessage, noticeStillHolds, runNotice, type NoticeTask } from '../domain/notifications.ts';
+import type { NotificationDestinationType } from '../domain/notifications.ts';
+import type { RunStatus } from '../domain/statuses.ts';
+import { statusTimestampKey } from '../domain/timestamps.ts';
+import type { SecretBox } from '../security/secrets.ts';
+import type { NotificationFacts } from './payloads.ts';
+import { emailsOfUsers } from './users.ts';
+import { sendNotification, type NotificationSenders, type SendOutcome } from './send.ts';
+
+/**
+ * The worker's half of notifications (docs/notifications.md, "Delivery"): a run's status change, taken
+ * from the outbox, becomes one delivery row per interested configuration (the unique key makes a
+ * repeated event or job a no-op), and each delivery is attempted under a lease, retried with backoff
+ * on network errors, 429 and 5xx, and recorded in its configuration's delivery-responses.
+ */
+
+/** How long an attempt holds its delivery: longer than any attempt lasts; a crashed one is re-driven after it. */
+export const NOTIFICATION_LEASE_SECONDS = 60;
+
+interface RunRow {
+  id: string;
+  status: RunStatus;
+  auto_apply: boolean;
+  plan_only: boolean;
+  workspace_id: string;
+  status_timestamps: Record<string, string>;
+  /** Its workspace's enabled configurations, with the triggers each wants. */
+  configurations: { id: string; triggers: string[] }[];
+}
+
+/*
+ * Every statement of deciding and delivering is prepared (parsed and planned once per connection), as
+ * the run engine's hot statements are (docs/design.md, "Hot statements are prepared"): a run tells
+ * each of its notices to every configuration, so they run several times per run.
+ */
+const TASKS_OF_RUN = prepared(
+  'notification-tasks-of-run',
+  `select tr.task_name as name, tr.stage, tr.enforcement_level as enforcement, tr.status, tr.message
+     from task_results tr join task_stages ts on ts.id = tr.task_stage_id
+    where ts.run_id = $1 order by tr.stage, tr.task_name`,
+);
+/**
+ * The run and its workspace's enabled configurations in one read (a workspace has at most twenty):
+ * which of them want the notice is decided here, once the notice is known, instead of by a query of its own.
+ */
+const RUN_OF_NOTICE = prepared(
+  'notification-run',
+  `select r.id, r.status, r.auto_apply, r.plan_only, r.workspace_id, r.status_timestamps,
+          coalesce((select jsonb_agg(jsonb_build_object('id', c.id, 'triggers', c.triggers) order by c.created_at, c.id)
+                      from notification_configurations c where c.workspace_id = r.workspace_id and c.enabled), '[]'::jsonb) as configurations
+     from runs r where r.id = $1`,
+);
+/**
+ * A row per configuration (the unique key makes a repeated event a no-op), then the notice's deliveries
+ * still pending and due: those just recorded (the CTE's rows, which the same statement's read of the
+ * table does not see) and those a crashed earlier pass recorded.
+ */
+const RECORD_NOTICE = prepared(
+  'notification-record-notice',
+  `with recorded as (
+     insert into notification_deliveries (id, configuration_id, run_id, trigger, occasion, message, run_status, run_updated_at, status, attempts, due_at, created_at)
+     select d.id, d.configuration_id, $3, $4, $5, $6, $7, coalesce($8::timestamptz, now()), 'pending', 0, now(), now()
+       from unnest($1::text[], $2::text[]) as d(id, configuration_id)
+     on conflict (configuration_id, run_id, trigger, occasion) do nothing
+     returning id)
+   select id from recorded
+   union
+   select id from notification_deliveries where run_id = $3 and trigger = $4 and occasion = $5 and status = 'pending' and due_at <= now()`,
+);
+
+/** The run's task results, as the notice's words and the Slack/Teams/email summaries name them. */
+async function tasksOf(pool: Pool, runId: string): Promise<NoticeTask[]> {
+  const rows = await runPrepared<{ name: string; stage: string; enforcement: string; status: string; message: string | null }>(
+    pool,
+    TASKS_OF_RUN,
+    [runId],
+  );
+  return rows.map((row) => ({ ...row, message: row.message ?? '' }));
+}
+
+/**
+ * Decides what a run's change from `from` to `status` tells, and records one pending delivery per
+ * enabled configuration of its workspace subscribed to that trigger. Returns the deliveries of that
+ * notice still pending and due (those it recorded, or a crashed earlier pass did), for the caller to enqueue.
+ */
+export async function decideNotifications(pool: Pool, runId: string, status: RunStatus, from: RunStatus | null): Promise<string[]> {
+  const [run] = await runPrepared<RunRow>(pool, RUN_OF_NOTICE, [runId]);
+  if (!run) return [];
+  const notice = runNotice(from, status, { autoApply: run.auto_apply, planOnly: run.plan_only });
+  if (!notice || !noticeStillHolds(notice, status, run.status)) return [];
+  const configurations = run.configurations.filter((configuration) => configuration.triggers.includes(notice.trigger));
+  if (configurations.length === 0) return [];
+  // Only these triggers' messages name the run's tasks: the others need no read of them.
+  const explained = notice.trigger === 'run:needs_attention' || notice.trigger === 'run:errored';
+  const message = noticeMessage(notice, status, explained ? await tasksOf(pool, runId) : []);
+  const updatedAt = run.status_timestamps[statusTimestampKey(status)] ?? null;
+  const ids = configurations.map(() => newId('notificationDelivery'));
+  const due = await runPrepared<{ id: string }>(pool, RECORD_NOTICE, [
+    ids,
+    configurations.map((configuration) => configuration.id),
+    runId,
+    notice.trigger,
+    notice.occasion,
+    message,
+    status,
+    updatedAt,
+  ]);
+  return due.map((row) => row.id);
+}
+
+/** A delivery's last step: its answer kept on its configuration and its row settled. */
+export interface SettledDelivery {
+  id: string;
+  configurationId: string;
+  /** The answer, as JSON. */
+  response: string;
+  status: 'delivered' | 'failed';
+  error: string | null;
+}
+
+/**
+ * The last steps of many deliveries in one statement: each configuration's answers kept (the latest
+ * first, at most ten, those of this batch before those it had) and each delivery settled.
+ */
+const RECORD_AND_SETTLE_MANY = prepared(
+  'notification-record-settle-many',
+  `with items as (
+     select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) with ordinality as i(id, configuration_id, response, status, error, n)),
+   kept as (
+     update notification_configurations c set delivery_responses = (
+       select coalesce(jsonb_agg(e order by k), '[]'::jsonb) from (
+         select e, k from (
+           select i.response::jsonb as e, -i.n as k from items i where i.configuration_id = c.id
+           union all
+           select t.e, t.n as k from jsonb_array_elements(c.delivery_responses) with ordinality t(e, n)) answers
+         order by k limit ${DELIVERY_RESPONSES_KEPT}) latest)
+      where c.id in (select configuration_id from items)
+      returning 1)
+   update notification_deliveries d set status = i.status, last_error = i.error, delivered_at = case when i.status = 'delivered' then now() end
+     from items i where d.id = i.id and d.status = 'pending'`,
+);
+
+/** The most deliveries one statement settles. */
+const SETTLE_BATCH = 100;
+
+/**
+ * Settles deliveries as they end, together: those that end while a batch is being written go in the
+ * next (no wait when idle). Under a burst a run's two deliveries, and other runs', share a statement
+ * and its commit instead of one each. Each caller waits for its own to be written.
+ */
+export function deliverySettler(pool: Pool): (delivery: SettledDelivery) => Promise<void> {
+  const writer = new BatchWriter<SettledDelivery>(async (items) => {
+    await runPrepared(pool, RECORD_AND_SETTLE_MANY, [
+      items.map((item) => item.id),
+      items.map((item) => item.configurationId),
+      items.map((item) => item.response),
+      items.map((item) => item.status),
+      items.map((item) => item.error),
+    ]);
+  }, SETTLE_BATCH);
+  return (delivery) => writer.write(delivery);
+}
+
+/** What delivering needs: the senders, the secrets that open tokens, where run pages are, the retry schedule, and users' addresses. */
+export interface DeliveryDeps {
+  senders: NotificationSenders;
+  secrets: SecretBox;
+  publicBaseUrl: string;
+  retryDelaysMs: readonly number[];
+  /** Where a delivery's last step is written (deliverySettler, on the pool the attempts use). */
+  settle: (delivery: SettledDelivery) => Promise<void>;
+}
+
+/** How an attempt left its delivery: done (delivered, failed, skipped, or not this attempt's), or to retry after a delay. */
+export type DeliveryStep = { kind: 'done'; result: string } | { kind: 'retry'; attempt: number; delayMs: number };
+
+interface DeliveryRow {
+  id: string;
+  attempts: number;
+  trigger: string;
+  message: string;
+  run_status: string;
+  run_updated_at: Date;
+  run_id: string;
+  configuration_id: string;
+  name: string;
+  destination_type: NotificationDestinationType;
+  url: string | null;
+  token_encrypted: string | null;
+  enabled: boolean;
+  email_addresses: string[];
+  email_user_ids: string[];
+  run_message: string;
+  run_created_at: Date;
+  created_by: string | null;
+  confirmed_by: string | null;
+  workspace_id: string;
+  workspace_name: string;
+  organization_id: string;
+  organization_name: string;
+}
+
+/** Claims the due pending deliveries of $1 (each attempt counted, leased) and reads what sending them needs; none that is not due or not pending. */
+const CLAIM = prepared(
+  'notification-claim',
+  `with claimed as (
+    update notification_deliveries set attempts = attempts + 1, due_at = now() + make_interval(secs => $2)
+     where id = any($1::text[]) and status = 'pending' and due_at <= now()
+     returning id, attempts, trigger, message, run_status, run_updated_at, run_id, configuration_id)
+  select d.id, d.attempts, d.trigger, d.message, d.run_status, d.run_updated_at, d.run_id, d.configuration_id,
+         c.name, c.destination_type, c.url, c.token_encrypted, c.enabled, c.email_addresses, c.email_user_ids,
+         r.message as run_message, r.created_at as run_created_at, r.created_by, r.confirmed_by,
+         w.id as workspace_id, w.name as workspace_name, o.id as organization_id, o.name as organization_name
+    from claimed d join notification_configurations c on c.id = d.configuration_id
+    join runs r on r.id = d.run_id join workspaces w on w.id = r.workspace_id join organizations o on o.id = w.organization_id`,
+);
+
+async function factsOf(pool: Pool, row: DeliveryRow, baseUrl: string): Promise<NotificationFacts> {
+  const tasks = row.trigger === 'run:needs_attention' || row.trigger === 'run:errored' ? await tasksOf(pool, row.run_id) : [];
+  return {
+    configurationId: row.configuration_id,
+    runUrl: `${baseUrl}/app/${row.organization_name}/workspaces/${row.workspace_name}/runs/${row.run_id}`,
+    runId: row.run_id,
+    runMessage: row.run_message,
+    runCreatedAt: new Date(row.run_created_at).toISOString(),
+    runCreatedBy: row.created_by,
+    workspaceId: row.workspace_id,
+    workspaceName: row.workspace_name,
+    organizationName: row.organization_name,
+    message: row.message,
+    trigger: row.trigger,
+    runStatus: row.run_status,
+    runUpdatedAt: new Date(row.run_updated_at).toISOString(),
+    runUpdatedBy: row.confirmed_by ?? row.created_by,
+    tasks: tasks.filter((task) => task.status === 'failed' || task.status === 'errored' || task.status === 'unreachable'),
+  };
+}
+
+/** Keeps an attempt's answer on its configuration: the latest first, at most ten. */
+const KEEP_RESPONSE = (configuration: string, response: string): string => `update notification_configurations set delivery_responses = (
+    select coalesce(jsonb_agg(e order by n), '[]'::jsonb) from (
+      select e, n from jsonb_array_elements(jsonb_build_array(${response}::jsonb) || delivery_responses) with ordinality t(e, n) order by n limit 10) kept)
+  where id = ${configuration}`;
+
+/** The answer kept and the delivery due again after the retry delay (in seconds). */
+const RECORD_AND_RETRY = prepared(
+  'notification-record-retry',
+  `with kept as (${KEEP_RESPONSE('$3', '$2')} returning 1)
+   update notification_deliveries set due_at = now() + make_interval(secs => $4), last_error = $5 where id = $1 and status = 'pending'`,
+);
+
+const SETTLE = prepared(
+  'notification-settle',
+  `update notification_deliveries set status = $2, last_error = $3, delivered_at = case when $2 = 'delivered' then now() end where id = $1 and status = 'pending'`,
+);
+
+async function settle(pool: Pool, id: string, status: 'delivered' | 'failed' | 'skipped', error: string | null): Promise<void> {
+  await runPrepared(pool, SETTLE, [id, status, error]);
+}
+
+/** One attempt at a delivery. Never throws for the destination's sake; a database error throws (the job is retried). */
+export async function attemptDelivery(pool: Pool, deps: DeliveryDeps, id: string): Promise<DeliveryStep> {
+  const [row] = await runPrepared<DeliveryRow>(pool, CLAIM, [[id], NOTIFICATION_LEASE_SECONDS]);
+  return row ? deliverClaimed(pool, deps, row) : { kind: 'done', result: 'not due' };
+}
+
+/**
+ * One attempt at each of a notice's deliveries, claimed together (one statement for all of them).
+ * Every claimed one is attempted: the caller gets each one's step, or its database error, and
+ * schedules the retries before it fails for an error.
+ */
+export async function attemptDeliveries(
+  pool: Pool,
+  deps: DeliveryDeps,
+  ids: readonly string[],
+): Promise<{ id: string; step?: DeliveryStep; error?: unknown }[]> {
+  if (ids.length === 0) return [];
+  const rows = await runPrepared<DeliveryRow>(pool, CLAIM, [[...ids], NOTIFICATION_LEASE_SECONDS]);
+  const attempts = await Promise.allSettled(rows.map((row) => deliverClaimed(pool, deps, row)));
+  return attempts.map((attempt, index) => {
+    const id = rows[index]?.id ?? '';
+    return attempt.status === 'fulfilled' ? { id, step: attempt.value } : { id, error: attempt.reason as unknown };
+  });
+}
+
+async function deliverClaimed(pool: Pool, deps: DeliveryDeps, row: DeliveryRow): Promise<DeliveryStep> {
+  const id = row.id;
+  if (!row.enabled) {
+    await settle(pool, id, 'skipped', 'the configuration was disabled');
+    return { kind: 'done', result: 'skipped' };
+  }
+  const users = await emailsOfUsers(pool, row.organization_id, row.email_user_ids);
+  const outcome: SendOutcome = await sendNotification(
+    {
+      destinationType: row.destination_type,
+      url: row.url,
+      token: row.token_encrypted ? deps.secrets.decrypt(row.token_encrypted) : null,
+      recipients: [...new Set([...row.email_addresses, ...users.values()])],
+    },
+    await factsOf(pool, row, deps.publicBaseUrl),
+    deps.senders,
+  );
+  const response = JSON.stringify(outcome.response);
+  const delay = deps.retryDelaysMs[row.attempts - 1];
+  if (outcome.result === 'delivered' || outcome.result === 'failed' || delay === undefined) {
+    const result = outcome.result === 'delivered' ? 'delivered' : 'failed';
+    const error = result === 'delivered' ? null : (outcome.error ?? 'not delivered');
+    await deps.settle({ id, configurationId: row.configuration_id, response, status: result, error });
+    return { kind: 'done', result };
+  }
+  const delayMs = Math.max(delay, Math.min(outcome.retryAfterMs ?? 0, 3_600_000));
+  await runPrepared(pool, RECORD_AND_RETRY, [id, response, row.configuration_id, delayMs / 1000, outcome.error ?? null]);
+  return { kind: 'retry', attempt: row.attempts + 1, delayMs };
+}
+
+/** Pending deliveries overdue by more than `graceSeconds` (a lost job or a crashed attempt's lease): the sweeper enqueues them again. */
+export async function overdueDeliveries(pool: Pool, graceSeconds: number, limit = 100): Promise<string[]> {
+  const rows = await pool.query<{ id: string }>(
+    `select id from notification_deliveries where status = 'pending' and due_at < now() - make_interval(secs => $1) order by due_at limit $2`,
+    [graceSeconds, limit],
+  );
+  return rows.rows.map((row) => row.id);
+}

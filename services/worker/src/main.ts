@@ -8,9 +8,9 @@ import {
   redisUnreachableMessage,
   waitForBackingServices,
 } from '@runtasks/shared/db';
-import { pingRedis } from '@runtasks/shared/queue';
+import { pingRedis, RedisConnections } from '@runtasks/shared/queue';
 import { onShutdownSignals, startHealthServer } from '@runtasks/shared/ops';
-import { Redis } from 'ioredis';
+import { storageReadinessCheck } from '@runtasks/shared/storage';
 import type { Server } from 'node:http';
 import { startWorker, type RunningWorker } from './worker.ts';
 
@@ -28,9 +28,9 @@ async function main(): Promise<void> {
     throw new Error(postgresUnreachableMessage(error, config.databaseUrl) ?? String(error), { cause: error });
   }
   try {
-    await pingRedis(config.redisUrl);
+    await pingRedis(config);
   } catch (error) {
-    throw new Error(redisUnreachableMessage(error, config.redisUrl), { cause: error });
+    throw new Error(redisUnreachableMessage(error, config), { cause: error });
   }
   const pending = await pendingMigrations(orm);
   if (pending.length > 0) throw new Error(`Migrations are pending (${pending.join(', ')}): run \`npm run migrate\` first.`);
@@ -39,8 +39,8 @@ async function main(): Promise<void> {
   let worker: RunningWorker | undefined;
   let health: Server | undefined;
   let draining = false;
-  const redis = new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 3000 });
-  redis.on('error', () => undefined);
+  // Every Redis connection of the process: the worker's, and the quick one readiness asks.
+  const redis = new RedisConnections(config, logger);
   let started: Promise<void> = Promise.resolve();
   // Handled from before the worker takes its first job: a signal that comes while it starts waits for
   // start-up to end and then stops it, rather than killing the process with jobs active.
@@ -50,11 +50,11 @@ async function main(): Promise<void> {
     // Active jobs finish; nothing new is taken. A job killed anyway comes back as stalled elsewhere.
     await worker?.close();
     await new Promise<void>((resolve) => (health ? health.close(() => resolve()) : resolve()));
-    redis.disconnect();
+    await redis.close(3_000);
     await orm.close();
   });
   started = (async () => {
-    const running = await startWorker({ config, orm, logger, secrets });
+    const running = await startWorker({ config, orm, logger, secrets, redis });
     worker = running;
     health =
       config.workerHealthPort > 0
@@ -65,7 +65,8 @@ async function main(): Promise<void> {
             isDraining: () => draining,
             checks: {
               postgres: async () => void (await orm.em.fork().execute('select 1')),
-              redis: async () => void (await redis.ping()),
+              redis: () => redis.check(),
+              ...storageReadinessCheck(config.storage),
             },
           }).catch((error: unknown) => {
             // Several workers on one host share the default port: the first serves probes, the rest go on without.

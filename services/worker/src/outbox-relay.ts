@@ -1,6 +1,6 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { ChannelListener, inTransaction, nativePool, prepared, runPrepared } from '@runtasks/shared/db';
-import { JOB_OPTIONS, OUTBOX_CHANNEL, outboxJobId } from '@runtasks/shared/queue';
+import { JOB_OPTIONS, OUTBOX_CHANNEL, outboxJobId, queueOfJob, QUEUES, type RedisAvailability } from '@runtasks/shared/queue';
 import { type Logger } from '@runtasks/shared/logger';
 import type { Queue } from 'bullmq';
 import type { Pool } from 'pg';
@@ -23,11 +23,15 @@ const PRUNE_BATCHES = 20;
 export interface OutboxRelayOptions {
   orm: MikroORM;
   queue: Queue;
+  /** Where notification events go (queueOfJob): their own queue, so they never take the run engine's slots; default `queue`. */
+  notificationQueue?: Queue;
   databaseUrl: string;
   pollIntervalMs: number;
   logger: Logger;
   /** How long Redis may take to accept a batch before the claim is rolled back and retried later. */
   publishTimeoutMs?: number;
+  /** Where a publication that failed because Redis is away is told (the outage's two warnings), rather than warned of each time. */
+  redisAvailability?: RedisAvailability;
 }
 
 /**
@@ -143,7 +147,11 @@ export class OutboxRelay {
     }
     this.running = this.drain()
       .then(() => undefined)
-      .catch((error: unknown) => this.options.logger.warn({ err: error }, 'outbox relay could not publish; will retry'))
+      .catch((error: unknown) => {
+        const message = 'outbox relay could not publish; will retry';
+        if (this.options.redisAvailability) this.options.redisAvailability.report(error, message);
+        else this.options.logger.warn({ err: error }, message);
+      })
       .finally(() => {
         this.running = undefined;
         if (this.again) {
@@ -184,13 +192,18 @@ export class OutboxRelay {
   private async addJobs(rows: readonly OutboxRow[]): Promise<void> {
     const timeoutMs = this.options.publishTimeoutMs ?? PUBLISH_TIMEOUT_MS;
     const signal = this.stopping.signal;
-    const added = this.options.queue.addBulk(
-      rows.map((row) => ({
-        name: row.topic,
-        data: row.payload,
-        opts: { jobId: outboxJobId(row.topic, row.aggregate_id, row.id), ...JOB_OPTIONS },
-      })),
-    );
+    const job = (row: OutboxRow) => ({
+      name: row.topic,
+      data: row.payload,
+      opts: { jobId: outboxJobId(row.topic, row.aggregate_id, row.id), ...JOB_OPTIONS },
+    });
+    const notifications = this.options.notificationQueue;
+    const separate = notifications ? rows.filter((row) => queueOfJob(row.topic) === QUEUES.notifications) : [];
+    const rest = separate.length > 0 ? rows.filter((row) => queueOfJob(row.topic) !== QUEUES.notifications) : rows;
+    const added = Promise.all([
+      ...(rest.length > 0 ? [this.options.queue.addBulk(rest.map(job))] : []),
+      ...(notifications && separate.length > 0 ? [notifications.addBulk(separate.map(job))] : []),
+    ]);
     added.catch(() => undefined);
     let timer: NodeJS.Timeout | undefined;
     let onAbort: (() => void) | undefined;

@@ -7,13 +7,16 @@ import {
   JOBS,
   MAX_RECONNECT_DELAY_MS,
   QUEUES,
+  RedisConnections,
   whenAllReady,
-  workerConnection,
   type JobName,
+  type RedisClient,
 } from '@runtasks/shared/queue';
 import { genericIndexPoolOrBase, isBackingServiceUnavailable, nativePool } from '@runtasks/shared/db';
 import { issueCallbackToken, type SecretBox } from '@runtasks/shared/security';
 import { Metrics } from '@runtasks/shared/ops';
+import { storageUsage } from '@runtasks/shared/storage';
+import { createMailer, deliverySettler } from '@runtasks/shared/notifications';
 import { type Config } from '@runtasks/shared/config';
 import { type Logger } from '@runtasks/shared/logger';
 import {
@@ -26,7 +29,6 @@ import {
   type RunExecutor,
 } from '@runtasks/shared/engine';
 import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { Pool } from 'pg';
 import type { JobContext, JobData } from './jobs/context.ts';
 import { PROCESSORS } from './jobs/processors.ts';
@@ -42,10 +44,14 @@ export interface WorkerDeps {
   executor?: RunExecutor;
   /** Shared with the API when both run in one process. */
   metrics?: Metrics;
+  /** The process's Redis connections (shared with the API in one process); made from the configuration when not given. */
+  redis?: RedisConnections;
 }
 
 export interface RunningWorker {
   queue: Queue;
+  /** Notification jobs' own queue. */
+  notificationQueue: Queue;
   relay: OutboxRelay;
   metrics: Metrics;
   close(): Promise<void>;
@@ -54,12 +60,11 @@ export interface RunningWorker {
 /** Longer than a worker connection's longest wait between reconnection attempts. */
 const RECONNECT_WAIT_MS = MAX_RECONNECT_DELAY_MS + 1_000;
 
-/** The Redis connections of one worker, each reporting its errors and kept for the close. */
-function redisConnections(deps: WorkerDeps): { connections: Redis[]; connection: () => Redis } {
-  const connections: Redis[] = [];
-  const connection = (): Redis => {
-    const client = workerConnection(deps.config.redisUrl, (copy) => connections.push(copy));
-    client.on('error', (error) => deps.logger.warn({ err: error }, 'redis connection error'));
+/** The worker's own Redis connections (durable ones, with those BullMQ derives), kept for its close. */
+function workerConnections(redis: RedisConnections): { connections: RedisClient[]; connection: () => RedisClient } {
+  const connections: RedisClient[] = [];
+  const connection = (): RedisClient => {
+    const client = redis.open('durable', { onDuplicate: (copy) => connections.push(copy) });
     connections.push(client);
     return client;
   };
@@ -113,21 +118,35 @@ function processJob(context: JobContext, metrics: Metrics) {
   };
 }
 
+/** How often the audit trail is pruned of events past their retention. */
+const AUDIT_PRUNE_INTERVAL_MS = 3_600_000;
+
 /** The sweeper's schedule, kept across Redis restarts, and the queue's and worker's events, logged. */
-function watch(deps: WorkerDeps, queue: Queue, queueClient: Redis, worker: Worker<JobData>): void {
+function watch(deps: WorkerDeps, redis: RedisConnections, queue: Queue, queueClient: RedisClient, worker: Worker<JobData>): void {
   // Not awaited: with Redis down this waits for it to come back, and start-up must not.
   const scheduleSweeper = (): void => {
     queue
       .upsertJobScheduler(JOBS.sweep, { every: deps.config.sweeperIntervalMs }, { name: JOBS.sweep, data: {}, opts: JOB_RETENTION })
-      .catch((error: unknown) => deps.logger.warn({ err: error }, 'could not schedule the sweeper'));
+      .catch((error: unknown) => redis.availability.report(error, 'could not schedule the sweeper'));
+    // The audit trail's pruning, hourly: one scheduler for every worker, as the sweeper's. (An `every`
+    // schedule runs its first job at once by itself; BullMQ warns on stdout when told `immediately` too.)
+    queue
+      .upsertJobScheduler(JOBS.auditPrune, { every: AUDIT_PRUNE_INTERVAL_MS }, { name: JOBS.auditPrune, data: {}, opts: JOB_RETENTION })
+      .catch((error: unknown) => redis.availability.report(error, 'could not schedule the audit trail pruning'));
   };
   scheduleSweeper();
   // A Redis that comes back empty (restarted without persistence, failed over) lost the schedule with
   // every job, and the sweeper is what re-drives those: set it again on every reconnection (idempotent).
   queueClient.on('ready', scheduleSweeper);
-  // Without listeners BullMQ prints these with console.error, past the logger and LOG_LEVEL.
-  queue.on('error', (error) => deps.logger.warn({ err: error }, 'queue error'));
-  worker.on('error', (error) => deps.logger.warn({ err: error }, 'worker error'));
+  // Without listeners BullMQ prints these with console.error, past the logger and LOG_LEVEL. Those that
+  // only say Redis is away are part of the outage's two warnings.
+  queue.on('error', (error) => redis.availability.report(error, 'queue error'));
+  watchWorker(deps, redis, worker);
+}
+
+/** A worker's errors and failed jobs, logged (see watch). */
+function watchWorker(deps: WorkerDeps, redis: RedisConnections, worker: Worker<JobData>): void {
+  worker.on('error', (error) => redis.availability.report(error, 'worker error'));
   worker.on('failed', (job, error) => {
     const details = { err: error, jobId: job?.id, jobName: job?.name, attemptsMade: job?.attemptsMade };
     // A job moved to the failed set has finished; one that will be retried has not. An outage's retries are
@@ -139,33 +158,46 @@ function watch(deps: WorkerDeps, queue: Queue, queueClient: Redis, worker: Worke
 }
 
 export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
-  const { connections, connection } = redisConnections(deps);
+  const redis = deps.redis ?? new RedisConnections(deps.config, deps.logger);
+  const { connections, connection } = workerConnections(redis);
   const prefix = deps.config.queuePrefix;
   const queueClient = connection();
   const queue = new Queue(QUEUES.runs, { connection: queueClient, prefix });
+  const notificationQueue = new Queue(QUEUES.notifications, { connection: queueClient, prefix });
   const workerClient = connection();
+  const notificationWorkerClient = connection();
   const taskClient = deps.taskClient ?? createTaskClient({ allowlist: deps.config.taskDestinationAllowlist });
   const deadlines = resultDeadlines(deps.config);
   const metrics = deps.metrics ?? new Metrics();
   const advanceDb = await advancePool(deps);
+  const mailer = createMailer(deps.config.smtpUrl, deps.config.smtpFrom);
   const context: JobContext = {
     config: deps.config,
     orm: deps.orm,
     logger: deps.logger,
     secrets: deps.secrets,
     queue,
+    notificationQueue,
     executor: deps.executor ?? immediateExecutor,
     settings: {
       ...deadlines,
       attemptLeaseSeconds: ATTEMPT_LEASE_MS / 1000,
       issueToken: (resultId: string) => issueCallbackToken(deps.secrets, resultId),
-      localExecutionTimeoutSeconds: deps.config.localExecutionTimeoutSeconds,
+      localTimeouts: deps.config.localTimeouts,
     },
     advanceDb: advanceDb.pool,
     dispatchDeps: dispatchDependencies(deps, taskClient, advanceDb.pool, metrics),
     stageDeadlines: stageDeadlineScheduler(queue, deadlines),
     graceSeconds: Math.max(1, (2 * deps.config.sweeperIntervalMs) / 1000),
     sweep: { idleCursor: undefined },
+    notifications: {
+      // The same guarded client as task requests: the same destinations are allowed.
+      senders: { client: taskClient, mailer, timeoutMs: deps.config.taskVerificationTimeoutSeconds * 1000 },
+      secrets: deps.secrets,
+      publicBaseUrl: deps.config.publicBaseUrl,
+      retryDelaysMs: deps.config.notificationRetryDelaysMs,
+      settle: deliverySettler(await nativePool(deps.orm.em)),
+    },
   };
 
   const worker = new Worker<JobData>(QUEUES.runs, processJob(context, metrics), {
@@ -176,18 +208,35 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
       backoffStrategy: (failures, _type, error, job) => jobBackoff(failures, error, job ?? { timestamp: 0, opts: {} }, Date.now()),
     },
   });
-  watch(deps, queue, queueClient, worker);
+  // Notifications on a queue of their own, at their own modest concurrency: a slow or unreachable
+  // destination holds at most these slots, never the run engine's (docs/notifications.md, "Delivery").
+  const notificationWorker = new Worker<JobData>(QUEUES.notifications, processJob(context, metrics), {
+    connection: notificationWorkerClient,
+    prefix,
+    concurrency: deps.config.notificationConcurrency,
+    settings: {
+      backoffStrategy: (failures, _type, error, job) => jobBackoff(failures, error, job ?? { timestamp: 0, opts: {} }, Date.now()),
+    },
+  });
+  watch(deps, redis, queue, queueClient, worker);
+  notificationQueue.on('error', (error) => redis.availability.report(error, 'queue error'));
+  watchWorker(deps, redis, notificationWorker);
   const relay = new OutboxRelay({
     orm: deps.orm,
     queue,
+    notificationQueue,
     databaseUrl: deps.config.databaseUrl,
     pollIntervalMs: deps.config.outboxPollIntervalMs,
     logger: deps.logger,
+    redisAvailability: redis.availability,
   });
   await relay.start();
   metrics.watchQueue(queue);
+  metrics.watchQueue(notificationQueue);
+  metrics.watchStorage(async () => storageUsage(await nativePool(deps.orm.em)));
   return {
     queue,
+    notificationQueue,
     relay,
     metrics,
     async close() {
@@ -197,11 +246,13 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
       // would never return: wait a little for every connection to be back (each retries at least every
       // MAX_RECONNECT_DELAY_MS); with Redis still away, close at once and the active jobs come back as stalled elsewhere.
       const connected = await whenAllReady(connections, RECONNECT_WAIT_MS);
-      await worker.close(!connected);
-      await queue.close();
+      await Promise.all([worker.close(!connected), notificationWorker.close(!connected)]);
+      await Promise.all([queue.close(), notificationQueue.close()]);
       await disconnectAll(connections, RECONNECT_WAIT_MS);
+      if (!deps.redis) await redis.close(RECONNECT_WAIT_MS);
       await advanceDb.end();
       if (!deps.taskClient) await taskClient.close();
+      mailer?.transport.close();
     },
   };
 }

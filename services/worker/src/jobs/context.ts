@@ -2,6 +2,7 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Config } from '@runtasks/shared/config';
 import type { Logger } from '@runtasks/shared/logger';
 import type { SecretBox } from '@runtasks/shared/security';
+import type { DeliveryDeps } from '@runtasks/shared/notifications';
 import type { AdvanceSettings, BatchWriter, DispatchDeps, IdleRunCursor, RunExecutor } from '@runtasks/shared/engine';
 import type { Queue } from 'bullmq';
 import type { Pool } from 'pg';
@@ -13,6 +14,8 @@ export interface JobContext {
   logger: Logger;
   secrets: SecretBox;
   queue: Queue;
+  /** Notification jobs' own queue (QUEUES.notifications). */
+  notificationQueue: Queue;
   executor: RunExecutor;
   settings: AdvanceSettings;
   /** The advances' pool (generic plans by index, see genericIndexPool). */
@@ -23,6 +26,8 @@ export interface JobContext {
   graceSeconds: number;
   /** Where this worker's next sweep goes on looking at idle runs (each pass looks at a bounded number). */
   sweep: { idleCursor: IdleRunCursor | undefined };
+  /** What notification deliveries need (docs/notifications.md). */
+  notifications: DeliveryDeps;
 }
 
 export interface JobData {
@@ -32,6 +37,11 @@ export interface JobData {
   stageId?: string;
   /** task.deadline: the stages whose results' progress deadline it is (a result's id in jobs of earlier versions). */
   stageIds?: string[];
+  /** notification.run: the status the run moved to, and from (null at its creation). */
+  status?: string;
+  from?: string | null;
+  /** notification.deliver: the delivery to attempt. */
+  deliveryId?: string;
 }
 
 /** A unit of work of its own for one job. */

@@ -1,9 +1,12 @@
-import { isBackingServiceUnavailable } from '@runtasks/shared/db';
+import { pruneAuditEvents } from '@runtasks/shared/audit';
+import { isBackingServiceUnavailable, nativePool } from '@runtasks/shared/db';
+import { objectStoreFor, removeExpiredObjects } from '@runtasks/shared/storage';
 import { JOBS, type JobName } from '@runtasks/shared/queue';
 import { advanceRun, claimStartedAtCreation, dispatchResult, expireResults, sweep, wakeRunsNow } from '@runtasks/shared/engine';
 import type { Job } from 'bullmq';
 import { forkEm, type JobContext, type JobData } from './context.ts';
 import { deliverStarted, followUp, redriveDispatch } from './deliver.ts';
+import { processNotificationDeliver, processNotificationRun, redriveNotifications } from './notifications.ts';
 
 type Processor = (context: JobContext, job: Job<JobData>) => Promise<unknown>;
 
@@ -53,11 +56,18 @@ async function processSweep(context: JobContext, job: Job<JobData>): Promise<unk
     const { runIds, resultIds, idleCursor } = await sweep(forkEm(context), context.graceSeconds, {
       idleCursor: context.sweep.idleCursor,
       maxAttempts: context.config.taskRetryDelaysMs.length + 1,
-      localExecutionTimeoutSeconds: context.config.localExecutionTimeoutSeconds,
+      localTimeouts: context.config.localTimeouts,
     });
     context.sweep.idleCursor = idleCursor;
-    await Promise.all([wakeRunsNow(context.queue, runIds), ...resultIds.map(({ id, attempt }) => redriveDispatch(context, id, attempt))]);
-    return { runs: runIds.length, results: resultIds.length };
+    const [notifications] = await Promise.all([
+      redriveNotifications(context),
+      wakeRunsNow(context.queue, runIds),
+      ...resultIds.map(({ id, attempt }) => redriveDispatch(context, id, attempt)),
+    ]);
+    // Storage retention, a bounded batch a pass (STORAGE_RETENTION_DAYS; incomplete writes always).
+    const pool = await nativePool(forkEm(context));
+    const removed = await removeExpiredObjects(pool, objectStoreFor(pool, context.config.storage), context.config.storage.retentionMs);
+    return { runs: runIds.length, results: resultIds.length, notifications, removedObjects: removed };
   } catch (error) {
     // The next sweep comes within its interval and does this one's work: a pass the outage prevented
     // is skipped, neither retried (sweeps would pile up for as long as it lasts) nor failed.
@@ -65,6 +75,13 @@ async function processSweep(context: JobContext, job: Job<JobData>): Promise<unk
     context.logger.debug({ err: error, jobId: job.id }, 'sweep skipped: a backing service is unavailable');
     return { skipped: 'a backing service is unavailable' };
   }
+}
+
+/** Deletes the audit trail's events past their retention (AUDIT_TRAIL_RETENTION_DAYS): repeated hourly. */
+async function processAuditPrune(context: JobContext, job: Job<JobData>): Promise<number> {
+  const pruned = await pruneAuditEvents(await nativePool(context.orm.em), context.config.auditTrailRetentionDays);
+  context.logger.debug({ jobId: job.id, pruned }, 'audit trail pruned');
+  return pruned;
 }
 
 /** Every job the worker takes, by name. */
@@ -75,4 +92,7 @@ export const PROCESSORS: Record<JobName, Processor> = {
   [JOBS.taskDispatch]: processDispatch,
   [JOBS.taskDeadline]: processDeadline,
   [JOBS.sweep]: processSweep,
+  [JOBS.notificationRun]: processNotificationRun,
+  [JOBS.notificationDeliver]: processNotificationDeliver,
+  [JOBS.auditPrune]: processAuditPrune,
 };

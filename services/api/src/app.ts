@@ -4,16 +4,21 @@ import Koa from 'koa';
 import { randomUUID } from 'node:crypto';
 import { checkReadiness, Metrics } from '@runtasks/shared/ops';
 import { rateLimit } from './ops/rate-limit.ts';
+import { countHandling } from './ops/download-yield.ts';
+import { serveCli } from './cli-download/route.ts';
 import { buildOpenApiDocument } from './openapi/document.ts';
 import { serveReference } from './openapi/reference-page.ts';
 import { pages } from './pages/router.ts';
 import { authenticate, authenticateCallback, authenticateTokenOrTask } from './auth/authenticate.ts';
+import { authenticateAuditTrail } from './auth/audit-trail-reader.ts';
 import { RequestState, type ApiContext, type ApiContextExtras, type ApiDeps, type ApiOps, type ApiState } from './context.ts';
 import { jsonBodyParser, requireJsonContentType } from './http/body.ts';
+import { compression } from './http/compression.ts';
 import { abortedByClient, errorHandler } from './http/errors.ts';
 import { securityHeaders } from './http/security-headers.ts';
 import { API_PREFIX } from './http/jsonapi.ts';
 import { OutageLog } from './http/outage-log.ts';
+import { RefusalLog } from './http/refusal-log.ts';
 import type { RouteDef } from './routes/define.ts';
 import { ROUTES } from './routes/index.ts';
 
@@ -44,7 +49,13 @@ type RouterMiddleware = ReturnType<Router<ApiState, ApiContextExtras>['routes']>
 function buildRouters(routes: readonly RouteDef[], ops: ApiOps): RouterMiddleware {
   // Authentication runs before the input is looked at: a 401 never depends on the body, the query or
   // the ids in the path (nor is an unauthenticated body parsed).
-  const AUTH = { public: [], callback: [authenticateCallback], token: [authenticate], 'token-or-task': [authenticateTokenOrTask] } as const;
+  const AUTH = {
+    public: [],
+    callback: [authenticateCallback],
+    token: [authenticate],
+    'token-or-task': [authenticateTokenOrTask],
+    'audit-trail': [authenticateAuditTrail],
+  } as const;
   // Only what a route needs is in its chain: each middleware costs every request a dispatch. A GET's
   // body is never read (no defined meaning, RFC 9110 §9.3.1; the parser skips GETs anyway), so nor is
   // its Content-Type checked.
@@ -80,6 +91,8 @@ function buildRouters(routes: readonly RouteDef[], ops: ApiOps): RouterMiddlewar
 
 /** Gives each request its state and id, and times and logs it once it is answered. */
 function requestContext(deps: ApiDeps, metrics: Metrics): Koa.Middleware<ApiState, ApiContextExtras> {
+  // Refused requests (a flood of bad tokens) are logged as a sample: an address's first, then a summary.
+  const refusals = new RefusalLog({ logger: deps.logger });
   return async (ctx, next) => {
     ctx.state = new RequestState(deps.orm);
     const incoming = ctx.get('x-request-id');
@@ -94,7 +107,8 @@ function requestContext(deps: ApiDeps, metrics: Metrics): Koa.Middleware<ApiStat
       const route = (ctx as { _matchedRoute?: string })._matchedRoute ?? 'unmatched';
       metrics.httpDuration.observe({ method: ctx.method, route, status: String(ctx.status) }, seconds);
       // Checked first: at the production level the line is dropped, and so need not be built.
-      if (deps.logger.isLevelEnabled('info')) {
+      const refused = ctx.status === 401 || ctx.status === 429;
+      if (deps.logger.isLevelEnabled('info') && (!refused || refusals.record(ctx.ip, ctx.status))) {
         deps.logger.info(
           { requestId: ctx.state.requestId, method: ctx.method, route, status: ctx.status, ms: Math.round(seconds * 1000) },
           'request',
@@ -126,9 +140,13 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
   const routers = buildRouters(routes, ops);
 
   app.use(requestContext(deps, ops.metrics));
+  // Downloads give way, chunk by chunk, to the requests counted here (download-yield.ts).
+  app.use(countHandling());
+  // Outside everything that sets a body (errors included), so whatever is sent is compressed alike.
+  if (deps.config.httpCompression) app.use(compression());
   app.use(securityHeaders);
   app.use(errorHandler);
-  // Probes, metrics and the API description: no authentication, no JSON:API.
+  // Probes, metrics, the API description and the CLI's download: no authentication, no JSON:API.
   let openApi: ReturnType<typeof buildOpenApiDocument> | undefined;
   app.use(async (ctx, next) => {
     if (ctx.method !== 'GET' && ctx.method !== 'HEAD') return next();
@@ -142,6 +160,8 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
       openApi ??= buildOpenApiDocument(routes, deps.config.publicBaseUrl);
       ctx.body = openApi;
     } else if (await serveReference(ctx, '/openapi.json', deps.config.publicBaseUrl)) {
+      return;
+    } else if (await serveCli(ctx)) {
       return;
     } else if (ctx.path === '/metrics') {
       ctx.type = ops.metrics.registry.contentType;

@@ -74,10 +74,10 @@ export async function bootstrap(options: BootstrapOptions): Promise<Runtime> {
   }
   if (options.requireRedis) {
     try {
-      await pingRedis(config.redisUrl);
+      await pingRedis(config);
     } catch (error) {
       await orm.close();
-      throw new StartupError(redisUnreachableMessage(error, config.redisUrl));
+      throw new StartupError(redisUnreachableMessage(error, config));
     }
   }
   return { config, orm, secrets: createSecretBox(secretKey), logger, embedded };

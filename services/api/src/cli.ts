@@ -1,10 +1,11 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { EDITIONS, newId, type Edition } from '@runtasks/shared/domain';
-import { createOwnersTeam, migrateUp, Organization, pendingMigrations, Team } from '@runtasks/shared/db';
+import { createOwnersTeam, migrateUp, Organization, pendingMigrations, Team, User } from '@runtasks/shared/db';
 import { issueToken } from './auth/tokens.ts';
 import { bootstrap, runMain, StartupError, type Runtime } from './bootstrap.ts';
+import { createUser, findUserByEmail } from './services/users.service.ts';
 
-/** Administration from the shell: migrations, organizations and tokens. Tokens are printed once. */
+/** Administration from the shell: migrations, organizations, users and tokens. Tokens are printed once. */
 async function withRuntime<T>(work: (runtime: Runtime) => Promise<T>, createDatabase = false): Promise<T> {
   const runtime = await bootstrap({ name: 'runtasks-cli', createDatabase, requireRedis: false });
   try {
@@ -79,6 +80,46 @@ program
         if (!team) throw new StartupError(`No team with id ${options.team}.`);
         process.stdout.write(`${(await issueToken(em, secrets, { kind: 'team', teamId: team.id, description })).secret}\n`);
       }
+    });
+  });
+
+program
+  .command('users:create')
+  .description('create a person (a user); --admin makes them a site admin')
+  .requiredOption('--email <email>', 'their email address')
+  .option('--username <name>', 'their username (default: from the email address)')
+  .option('--admin', "a site admin: acts with the site admin's rights and may create organizations")
+  .action(async (options: { email: string; username?: string; admin?: boolean }) => {
+    await withRuntime(async ({ orm }) => {
+      const em = orm.em.fork();
+      if (await findUserByEmail(em, options.email))
+        throw new StartupError(`A user with the email address ${options.email} already exists.`);
+      if (options.username && (await em.count(User, { username: options.username })))
+        throw new StartupError(`The username ${options.username} is taken.`);
+      const user = await createUser(em, { email: options.email, username: options.username, isAdmin: options.admin === true });
+      await em.flush();
+      process.stdout.write(`created user ${user.username} (${user.id})\n`);
+    });
+  });
+
+program
+  .command('users:token')
+  .description('create a user token and print it once: how a person invited by email gets their first token')
+  .option('--email <email>', 'the user with this email address')
+  .option('--username <name>', 'the user with this username')
+  .option('--description <text>', 'what the token is for')
+  .action(async (options: { email?: string; username?: string; description?: string }) => {
+    if ([options.email, options.username].filter(Boolean).length !== 1)
+      throw new StartupError('Give exactly one of --email or --username.');
+    await withRuntime(async ({ orm, secrets }) => {
+      const em = orm.em.fork();
+      const user = options.email ? await findUserByEmail(em, options.email) : await em.findOne(User, { username: options.username ?? '' });
+      if (!user)
+        throw new StartupError(
+          `No user with ${options.email ? `the email address ${options.email}` : `the username ${options.username}`}.`,
+        );
+      const { secret } = await issueToken(em, secrets, { kind: 'user', userId: user.id, description: options.description ?? null });
+      process.stdout.write(`${secret}\n`);
     });
   });
 

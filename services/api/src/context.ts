@@ -54,6 +54,8 @@ export interface ApiState {
   taskAccess?: TaskAccess;
   /** Set by the callback route's authentication: the result its access token claims to open, and the token's hash. */
   callbackAccess?: { resultId: string; tokenHash: string };
+  /** Set by the audit trail's authentication: the organization whose trail the token reads. */
+  auditTrailOrganizationId?: string;
 }
 
 /**
@@ -67,6 +69,7 @@ export class RequestState implements ApiState {
   declare principal: Principal;
   taskAccess?: TaskAccess;
   callbackAccess?: { resultId: string; tokenHash: string };
+  auditTrailOrganizationId?: string;
   #em: EntityManager | undefined;
   readonly #orm: MikroORM;
 

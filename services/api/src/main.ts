@@ -2,6 +2,7 @@ import { type Config } from '@runtasks/shared/config';
 import { migrateUp, pendingMigrations } from '@runtasks/shared/db';
 import { createTaskClient, type TaskClient } from '@runtasks/shared/outbound';
 import { Metrics, onShutdownSignals } from '@runtasks/shared/ops';
+import { RedisConnections } from '@runtasks/shared/queue';
 import { startWorker, type RunningWorker } from '@runtasks/worker';
 import type { Server } from 'node:http';
 import { parseArgs } from 'node:util';
@@ -26,7 +27,11 @@ function listen(app: ReturnType<typeof buildApp>, config: Config): Promise<Serve
       // Room kept for what the process opens besides: its database pools (a worker's is half as large
       // again), Redis, LISTEN connections, files.
       const reserved = 2 * config.databasePoolSize + 64;
-      const server = createApiServer(app.callback(), SERVER_LIMITS, connectionCeiling(openFilesLimit(), reserved));
+      const server = createApiServer(
+        app.callback(),
+        { ...SERVER_LIMITS, bodyRate: config.uploadRate },
+        connectionCeiling(openFilesLimit(), reserved),
+      );
       server.listen({ port: config.port, host: config.host, reusePort: config.reusePort }, () => {
         // Later server errors are not start-up's: they must not vanish into a settled promise.
         server.off('error', refuse);
@@ -56,6 +61,7 @@ runMain(async () => {
   let taskClient: TaskClient | undefined;
   let server: Server | undefined;
   let worker: RunningWorker | undefined;
+  let redis: RedisConnections | undefined;
   let started: Promise<void> = Promise.resolve();
   onShutdownSignals(logger, config.shutdownTimeoutMs, async () => {
     await started.catch(() => undefined);
@@ -69,6 +75,7 @@ runMain(async () => {
     // Active jobs finish; nothing new is taken.
     await worker?.close();
     await operations?.close();
+    await redis?.close(3_000);
     await taskClient?.close();
     await orm.close();
     // Last: everything above may still write to them.
@@ -98,11 +105,13 @@ runMain(async () => {
     taskClient = createTaskClient({ allowlist: config.taskDestinationAllowlist });
     // One registry for the process: with the worker in-process, /metrics shows both.
     const metrics = new Metrics();
-    operations = createApiOps({ config, orm, secrets: runtime.secrets, logger, metrics });
+    // One set of Redis connections for the process: with the worker in-process, an outage is told once.
+    redis = new RedisConnections(config, logger);
+    operations = createApiOps({ config, orm, secrets: runtime.secrets, logger, metrics, redis });
     const app = buildApp({ config, orm, secrets: runtime.secrets, logger, taskClient, ops: operations.ops });
     // Listening first: a process that cannot have its port stops before it has taken any job.
     server = await listen(app, config);
-    if (role === 'all') worker = await startWorker({ config, orm, logger, secrets: runtime.secrets, taskClient, metrics });
+    if (role === 'all') worker = await startWorker({ config, orm, logger, secrets: runtime.secrets, taskClient, metrics, redis });
   })();
   await started;
   logger.info({ url: config.publicBaseUrl, host: config.host, port: config.port, role }, 'listening');

@@ -1,7 +1,6 @@
 import type { TeamRunsAccess } from '@runtasks/shared/domain';
-import type { Principal } from './principal.ts';
-import { runTaskScope } from './run-task-scope.ts';
-import { canCreateWorkspaces, ownerOrganizationScope } from './scopes.ts';
+import { isOwnerOf, rightsIn, type Principal } from './principal.ts';
+import { canCreateWorkspaces } from './scopes.ts';
 
 /**
  * The `permissions` objects HCP puts on organizations, workspaces, runs and teams, computed from the
@@ -29,24 +28,23 @@ export interface WorkspaceRights {
 const FULL: WorkspaceRights = { manage: true, runs: 'apply', runTasks: true };
 const NONE: WorkspaceRights = { manage: false, runs: null, runTasks: false };
 
-/** Whether the caller holds owner rights on the organization: the site admin, or its organization token. */
-const isOwner = (principal: Principal, organizationId: string): boolean =>
-  ownerOrganizationScope(principal) !== null && (principal.kind === 'admin' || principal.organizationId === organizationId);
-
 /**
  * Owners and "manage workspaces" teams have every right in every workspace of their organization, as
- * workspaceScope grants them; another team has what its access row (`grant`) says, or nothing.
+ * workspaceScope grants them; another team has what its access row (`grant`) says, or nothing (for a
+ * member of several teams, `grant` is the union of their rows: workspace-grants.ts).
  */
 export function workspaceRights(principal: Principal, organizationId: string, grant: WorkspaceGrant | null): WorkspaceRights {
-  if (principal.kind === 'admin') return FULL;
-  if (principal.organizationId !== organizationId) return NONE;
-  if (principal.kind === 'organization' || principal.manageWorkspaces) return FULL;
+  const rights = rightsIn(principal, organizationId);
+  if (!rights) return NONE;
+  // Scoped to its one workspace already (scopes.ts): there it drives runs, and nothing more.
+  if (principal.kind === 'pipeline') return { manage: false, runs: 'apply', runTasks: false };
+  if (rights.owner || rights.manageWorkspaces) return FULL;
   return grant ? { manage: false, runs: grant.runs, runTasks: grant.runTasks } : NONE;
 }
 
 export function organizationPermissions(principal: Principal, organizationId: string): Permissions {
-  const owner = isOwner(principal, organizationId);
-  const sameOrganization = principal.kind === 'admin' || principal.organizationId === organizationId;
+  const rights = rightsIn(principal, organizationId);
+  const owner = rights?.owner === true;
   return {
     'can-create-team': owner,
     'can-create-workspace': canCreateWorkspaces(principal, organizationId),
@@ -55,8 +53,8 @@ export function organizationPermissions(principal: Principal, organizationId: st
     'can-destroy': owner,
     'can-manage-auditing': false,
     'can-manage-no-code-modules': false,
-    'can-manage-run-tasks': sameOrganization && runTaskScope(principal) !== null,
-    'can-traverse': sameOrganization,
+    'can-manage-run-tasks': rights !== null && (rights.owner || rights.manageRunTasks),
+    'can-traverse': rights !== null,
     'can-update': owner,
     'can-update-api-token': owner,
     'can-update-oauth': false,
@@ -100,7 +98,7 @@ export function runPermissions(mayApply: boolean): Permissions {
 /** Teams are managed by owners only, and the owners team is never deleted; there are no user memberships to update. */
 export function teamPermissions(principal: Principal, organizationId: string, isOwnersTeam: boolean): Permissions {
   return {
-    'can-destroy': !isOwnersTeam && isOwner(principal, organizationId),
+    'can-destroy': !isOwnersTeam && isOwnerOf(principal, organizationId),
     'can-update-membership': false,
   };
 }

@@ -1,9 +1,10 @@
-import type { Principal } from './principal.ts';
-import type { ScopeFilter } from './scopes.ts';
+import { organizationsWhere, type Principal } from './principal.ts';
+import { inOrganizations, type ScopeFilter } from './scopes.ts';
 
-/** "Manage run tasks" (organization level): owners, and teams granted it. */
+/** "Manage run tasks" (organization level): owners, and teams granted it (a member of any such team). */
 export function runTaskScope(principal: Principal): ScopeFilter | null {
-  if (principal.kind === 'admin') return {};
-  if (principal.kind === 'organization' || principal.manageRunTasks) return { organization: principal.organizationId };
-  return null;
+  return inOrganizations(
+    organizationsWhere(principal, (rights) => rights.owner || rights.manageRunTasks),
+    'organization',
+  );
 }

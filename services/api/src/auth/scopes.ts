@@ -1,5 +1,5 @@
 import type { TeamRunsAccess } from '@runtasks/shared/domain';
-import type { Principal } from './principal.ts';
+import { organizationRights, organizationsWhere, rightsIn, type Principal } from './principal.ts';
 
 /**
  * Organization-scoped filters. Every lookup puts the caller's scope in the same query as the id, so
@@ -12,47 +12,88 @@ export type WorkspaceNeed = 'read' | 'manage' | 'run-tasks' | 'runs:read' | 'run
 export type ScopeFilter = Record<string, unknown>;
 type Scope = ScopeFilter | null;
 
+/** The organizations the caller reaches at all (any member sees its organization). */
 export function organizationScope(principal: Principal): Scope {
-  return principal.kind === 'admin' ? {} : { id: principal.organizationId };
+  return inOrganizations(
+    organizationsWhere(principal, () => true),
+    'id',
+  );
 }
 
-/** Owners (site admin, organization token) only: teams, tokens, team access, organization settings. */
+/** Owners only (the site admin, organization tokens, the owners team): teams, tokens, team access, organization settings. */
 export function ownerOrganizationScope(principal: Principal): Scope {
-  if (principal.kind === 'admin') return {};
-  if (principal.kind === 'organization') return { id: principal.organizationId };
-  return null;
+  return inOrganizations(
+    organizationsWhere(principal, (rights) => rights.owner),
+    'id',
+  );
+}
+
+/** A filter on `property` for these organizations (null: any, the site admin); null where there are none. */
+export function inOrganizations(organizationIds: readonly string[] | null, property: string): Scope {
+  if (organizationIds === null) return {};
+  if (organizationIds.length === 0) return null;
+  return { [property]: organizationIds.length === 1 ? organizationIds[0] : { $in: [...organizationIds] } };
 }
 
 /**
  * What a team's access to a workspace must grant for each need: the one description that both the
  * ORM filter (`workspaceScope`) and the raw SQL condition (`workspaceAccessSql`) are built from.
  * An empty requirement means any access will do (every team that sees a workspace reads its runs).
+ * `organizationWide`: organization permissions that grant the need in every workspace of the
+ * organization, with or without access to it: HCP's "manage policy overrides" implies reading runs
+ * (and so their task stages and results) everywhere, which overriding needs.
  */
 interface TeamRequirement {
   runs?: readonly TeamRunsAccess[];
   runTasks?: true;
+  organizationWide?: readonly OrganizationWideGrant[];
 }
+type OrganizationWideGrant = 'managePolicyOverrides';
 const TEAM_REQUIREMENT: Record<Exclude<WorkspaceNeed, 'manage'>, TeamRequirement> = {
   read: {},
-  'runs:read': {},
+  'runs:read': { organizationWide: ['managePolicyOverrides'] },
   'runs:plan': { runs: ['plan', 'apply'] },
   'runs:apply': { runs: ['apply'] },
   'run-tasks': { runTasks: true },
 };
 
+/** The runs permissions a 403 names to a caller who reads the run or workspace but lacks one. */
+export type RunsNeed = 'runs:plan' | 'runs:apply';
+export const isRunsNeed = (need: WorkspaceNeed): need is RunsNeed => need === 'runs:plan' || need === 'runs:apply';
+
+/** What each runs need takes, in HCP's words for team access. */
+export const NEED_PERMISSION: Record<RunsNeed, string> = {
+  'runs:plan': 'the "plan" or "apply" runs permission on the workspace',
+  'runs:apply': 'the "apply" runs permission on the workspace',
+};
+
 /**
- * Whose workspaces the caller reaches: an organization (null: every one, the site admin) and the team
- * whose access each workspace must grant (null: none needed). A team reaches none for 'manage'.
+ * Whose workspaces the caller reaches for a need: every workspace of some organizations (null: of
+ * every one, the site admin), and besides those, the workspaces whose access for one of some teams
+ * grants the need. A member of several teams holds the union of their access, in each organization.
  */
 interface WorkspaceAccess {
-  organizationId: string | null;
-  teamId: string | null;
+  organizationIds: string[] | null;
+  teamIds: string[];
 }
-function workspaceAccess(principal: Principal): WorkspaceAccess {
-  if (principal.kind === 'admin') return { organizationId: null, teamId: null };
+/** The needs a pipeline has in its one workspace: reading it and driving its runs. */
+const PIPELINE_NEEDS: ReadonlySet<WorkspaceNeed> = new Set(['read', 'runs:read', 'runs:plan', 'runs:apply']);
+
+function workspaceAccess(principal: Principal, need: WorkspaceNeed): WorkspaceAccess {
+  // A pipeline's one workspace stands among the "teams" (a workspace id never names a team): the SQL condition takes either.
+  if (principal.kind === 'pipeline') return { organizationIds: [], teamIds: PIPELINE_NEEDS.has(need) ? [principal.workspaceId] : [] };
+  const wide = need === 'manage' ? [] : (TEAM_REQUIREMENT[need].organizationWide ?? []);
   // "Manage workspaces" is admin access to every workspace of the organization, as in HCP.
-  if (principal.kind === 'organization' || principal.manageWorkspaces) return { organizationId: principal.organizationId, teamId: null };
-  return { organizationId: principal.organizationId, teamId: principal.teamId };
+  const organizationIds = organizationsWhere(
+    principal,
+    (rights) => rights.owner || rights.manageWorkspaces || wide.some((grant) => rights[grant]),
+  );
+  if (organizationIds === null) return { organizationIds, teamIds: [] };
+  const everywhere = new Set(organizationIds);
+  const teamIds = [...(organizationRights(principal) ?? [])].flatMap(([organizationId, rights]) =>
+    everywhere.has(organizationId) ? [] : rights.teamIds,
+  );
+  return { organizationIds, teamIds };
 }
 
 function teamAccessFilter(requirement: TeamRequirement): ScopeFilter {
@@ -71,18 +112,25 @@ function teamAccessSql(requirement: TeamRequirement): string {
 }
 
 export function workspaceScope(principal: Principal, need: WorkspaceNeed): Scope {
-  const access = workspaceAccess(principal);
-  const scope: ScopeFilter = access.organizationId === null ? {} : { organization: access.organizationId };
-  if (access.teamId === null) return scope;
-  if (need === 'manage') return null;
-  return { ...scope, teamAccess: { team: access.teamId, ...teamAccessFilter(TEAM_REQUIREMENT[need]) } };
+  if (principal.kind === 'pipeline')
+    return PIPELINE_NEEDS.has(need) ? { organization: principal.organizationId, id: principal.workspaceId } : null;
+  const access = workspaceAccess(principal, need);
+  const everywhere = inOrganizations(access.organizationIds, 'organization');
+  if (access.organizationIds === null) return everywhere;
+  const branches: ScopeFilter[] = everywhere ? [everywhere] : [];
+  // A team reaches no workspace for 'manage'; `$some` keeps a workspace one row however many of the teams grant it.
+  if (need !== 'manage' && access.teamIds.length > 0) {
+    const team = access.teamIds.length === 1 ? access.teamIds[0] : { $in: access.teamIds };
+    branches.push({ teamAccess: { $some: { team, ...teamAccessFilter(TEAM_REQUIREMENT[need]) } } });
+  }
+  if (branches.length === 0) return null;
+  return branches.length === 1 ? (branches[0] ?? null) : { $or: branches };
 }
 
-/** Workspace creation is an organization-level permission. */
+/** Workspace creation is an organization-level permission: owners and "manage workspaces" teams. */
 export function canCreateWorkspaces(principal: Principal, organizationId: string): boolean {
-  if (principal.kind === 'admin') return true;
-  if (principal.organizationId !== organizationId) return false;
-  return principal.kind === 'organization' || principal.manageWorkspaces;
+  const rights = rightsIn(principal, organizationId);
+  return rights !== null && (rights.owner || rights.manageWorkspaces);
 }
 
 /** Where a raw statement finds the workspace's organization and id: the workspace row itself, or a copy. */
@@ -98,28 +146,37 @@ export const WORKSPACE_ROW: WorkspaceColumns = { organizationId: 'w.organization
  */
 export const RUN_ROW: WorkspaceColumns = { organizationId: 'r.organization_id', workspaceId: 'r.workspace_id' };
 
+/** The needs a raw statement's condition can be built for. */
+export type SqlWorkspaceNeed = 'read' | 'runs:read' | 'runs:plan' | 'runs:apply';
+
 /**
  * `workspaceScope(principal, need)` for the raw paths, as one fixed SQL condition (so the statement can
- * be prepared) over the workspace's `columns`, with two parameters from `readableWorkspaceParams`: the
- * organization (null: any, the site admin) and the team whose access the workspace needs (null: none
- * needed), with the access TEAM_REQUIREMENT asks of the team for `need`.
+ * be prepared) over the workspace's `columns`, with two parameters from `readableWorkspaceParams` for
+ * the same need: the organizations whose every workspace the caller reaches (null: any, the site
+ * admin), and the teams whose access to a workspace, as TEAM_REQUIREMENT asks for `need`, reaches it
+ * (or, for a pipeline, its one workspace's id).
  */
 export const workspaceAccessSql = (
   columns: WorkspaceColumns,
   organizationParam: number,
   teamParam: number,
-  need: 'runs:read' | 'runs:plan' | 'runs:apply' = 'runs:read',
+  need: SqlWorkspaceNeed,
 ): string =>
-  `($${organizationParam}::text is null or ${columns.organizationId} = $${organizationParam})
-   and ($${teamParam}::text is null or exists (select 1 from team_workspaces ta where ta.workspace_id = ${columns.workspaceId} and ta.team_id = $${teamParam}${teamAccessSql(
+  `($${organizationParam}::text[] is null or ${columns.organizationId} = any($${organizationParam}::text[])
+   or ${columns.workspaceId} = any($${teamParam}::text[])
+   or exists (select 1 from team_workspaces ta where ta.workspace_id = ${columns.workspaceId} and ta.team_id = any($${teamParam}::text[])${teamAccessSql(
      TEAM_REQUIREMENT[need],
    )}))`;
 
 export const readableWorkspaceSql = (columns: WorkspaceColumns, organizationParam: number, teamParam: number): string =>
   workspaceAccessSql(columns, organizationParam, teamParam, 'runs:read');
 
-/** The two parameters of `workspaceAccessSql` for the caller (every need it takes shares them). */
-export function readableWorkspaceParams(principal: Principal): [string | null, string | null] {
-  const access = workspaceAccess(principal);
-  return [access.organizationId, access.teamId];
+/**
+ * The two parameters of `workspaceAccessSql` for the caller and a need (arrays, for node-postgres). A
+ * statement that checks several needs with one pair must name needs that reach the same workspaces'
+ * teams (none organization-wide).
+ */
+export function readableWorkspaceParams(principal: Principal, need: SqlWorkspaceNeed): [string[] | null, string[]] {
+  const access = workspaceAccess(principal, need);
+  return [access.organizationIds, access.teamIds];
 }

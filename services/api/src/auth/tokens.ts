@@ -13,6 +13,8 @@ interface IssueOptions {
   kind: TokenKind;
   organizationId?: string;
   teamId?: string;
+  /** A user token's user; a user may hold any number of tokens. */
+  userId?: string;
   description?: string | null;
   expiresAt?: Date | null;
   /** Who creates it: the acting principal's user id (actor.ts). */
@@ -21,7 +23,7 @@ interface IssueOptions {
 
 /**
  * Issues a token. Organization and team tokens are one per owner, as in HCP: issuing a new one
- * revokes the previous in the same transaction.
+ * revokes the previous in the same transaction. A user holds as many user tokens as they make.
  */
 export async function issueToken(em: EntityManager, secrets: SecretBox, options: IssueOptions): Promise<IssuedToken> {
   const secret = generateToken(API_TOKEN_PREFIX);
@@ -41,6 +43,7 @@ export async function issueToken(em: EntityManager, secrets: SecretBox, options:
       kind: options.kind,
       organization: options.organizationId ?? null,
       team: options.teamId ?? null,
+      user: options.userId ?? null,
       tokenHash: secrets.hashToken(secret),
       description: options.description ?? null,
       expiresAt: options.expiresAt ?? null,

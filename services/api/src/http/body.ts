@@ -1,8 +1,7 @@
-import { bodyParser } from '@koa/bodyparser';
 import { ApiError } from '@runtasks/shared/errors';
 import type { Middleware } from 'koa';
 import type { z } from 'zod';
-import { abortedByClient } from './errors.ts';
+import { parseJsonBytes, readJsonBodyBytes } from './json-input.ts';
 
 export const JSON_BODY_LIMIT = '1mb';
 
@@ -33,24 +32,20 @@ export const requireJsonContentType: Middleware = async (ctx, next) => {
   await next();
 };
 
-/** `method`: the route's; a DELETE is parsed only when given (the parser skips DELETE bodies by default). */
+/**
+ * The JSON body as `ctx.request.body` (`{}` where there is none), read and decoded by json-input.ts: at
+ * most `limit`, UTF-8, an object or array, numbers kept as sent. `method`: the route's; a DELETE is
+ * parsed only when given.
+ */
 export function jsonBodyParser(limit = JSON_BODY_LIMIT, method?: string): Middleware {
-  return bodyParser({
-    enableTypes: ['json'],
-    ...(method && { parsedMethods: [method] }),
-    // lodash-merged into the defaults index by index, so list both: a one-element list replaced
-    // application/json, whose bodies were then silently dropped.
-    extendTypes: { json: ['application/json', 'application/vnd.api+json'] },
-    jsonLimit: limit,
-    encoding: 'utf-8',
-    onError: (error, ctx) => {
-      // The error handler answers a client that went away (499), as for every other route.
-      if (abortedByClient(ctx.req, error)) throw error;
-      const status = (error as { status?: number }).status;
-      if (status === 413) throw new ApiError(413, 'payload too large', `The request body exceeds ${limit}.`);
-      throw new ApiError(400, 'malformed JSON', 'The request body is not valid JSON.', { pointer: '' });
-    },
-  });
+  const methods = new Set(method ? [method] : ['POST', 'PUT', 'PATCH']);
+  return async (ctx, next) => {
+    if (methods.has(ctx.method.toUpperCase()) && ctx.request.body === undefined) {
+      const bytes = hasBody(ctx.request.headers) ? await readJsonBodyBytes(ctx.req, limit) : Buffer.alloc(0);
+      ctx.request.body = bytes.length === 0 ? {} : parseJsonBytes(bytes, undefined, true).value;
+    }
+    await next();
+  };
 }
 
 /** zod issue path → JSON:API pointer: the request schemas mirror the document, so paths line up. The whole document is ''. */

@@ -8,7 +8,7 @@ interface ErrorObject {
   status: string;
   title: string;
   detail?: string;
-  source?: { pointer?: string; parameter?: string };
+  source?: { pointer?: string; parameter?: string; header?: string };
   meta?: Record<string, unknown>;
 }
 

@@ -29,11 +29,14 @@ export interface PaginationMeta {
   'total-count': number;
 }
 
+/** HCP's pagination without totals (organization run lists): where counting every match would cost too much. */
+export type NextPrevPagination = Pick<PaginationMeta, 'current-page' | 'page-size' | 'prev-page' | 'next-page'>;
+
 export interface Document {
   data: Resource | Resource[] | null;
   included?: Resource[];
   links?: Record<string, string | null>;
-  meta?: { pagination?: PaginationMeta } & Record<string, unknown>;
+  meta?: { pagination?: PaginationMeta | NextPrevPagination } & Record<string, unknown>;
 }
 
 export const toOne = (type: string, id: string | null | undefined): Relationship => ({

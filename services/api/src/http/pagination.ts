@@ -1,5 +1,5 @@
 import { invalidParameter } from '@runtasks/shared/errors';
-import type { Document, PaginationMeta, Resource } from './jsonapi.ts';
+import type { Document, NextPrevPagination, PaginationMeta, Resource } from './jsonapi.ts';
 import { uniqueResources } from './jsonapi.ts';
 
 export const DEFAULT_PAGE_SIZE = 20;
@@ -13,7 +13,8 @@ export interface Page {
 
 type Query = Record<string, string | string[] | undefined>;
 
-function positiveInteger(query: Query, name: string, fallback: number, max: number): number {
+/** A page parameter: a whole number from 1 to `max`, `fallback` when absent; anything else is a 422 naming it. */
+export function pageParameter(query: Query, name: string, fallback: number, max: number): number {
   const raw = query[name];
   if (raw === undefined) return fallback;
   if (Array.isArray(raw)) throw invalidParameter(name, `${name} must be given at most once.`);
@@ -24,8 +25,8 @@ function positiveInteger(query: Query, name: string, fallback: number, max: numb
 }
 
 export function parsePage(query: Query): Page {
-  const size = positiveInteger(query, 'page[size]', DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE);
-  const number = positiveInteger(query, 'page[number]', 1, Number.MAX_SAFE_INTEGER);
+  const size = pageParameter(query, 'page[size]', DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE);
+  const number = pageParameter(query, 'page[number]', 1, Number.MAX_SAFE_INTEGER);
   return { number, size, offset: (number - 1) * size };
 }
 
@@ -80,9 +81,40 @@ export function collection(
   totalCount: number,
   requestUrl: URL,
   included: readonly Resource[] = [],
-): Document {
+): Document & { meta: { pagination: PaginationMeta } } {
   const meta = paginationMeta(page, totalCount);
-  const document: Document = { data: [...resources], links: pageLinks(requestUrl, meta), meta: { pagination: meta } };
+  const document: Document & { meta: { pagination: PaginationMeta } } = {
+    data: [...resources],
+    links: pageLinks(requestUrl, meta),
+    meta: { pagination: meta },
+  };
+  if (included.length > 0) document.included = uniqueResources(included);
+  return document;
+}
+
+/**
+ * A page of a list that is not counted (HCP's organization runs): `hasNext` says whether a row lay
+ * past the page (the caller reads one more than the page size). Links are `self`, `prev` and `next`.
+ */
+export function uncountedCollection(
+  resources: readonly Resource[],
+  page: Page,
+  hasNext: boolean,
+  requestUrl: URL,
+  included: readonly Resource[] = [],
+): Document {
+  const pagination: NextPrevPagination = {
+    'current-page': page.number,
+    'page-size': page.size,
+    'prev-page': page.number > 1 ? page.number - 1 : null,
+    'next-page': hasNext ? page.number + 1 : null,
+  };
+  const links = pageLinks(requestUrl, { ...pagination, 'total-pages': page.number, 'total-count': 0 });
+  const document: Document = {
+    data: [...resources],
+    links: { self: links['self'] ?? null, prev: links['prev'] ?? null, next: links['next'] ?? null },
+    meta: { pagination },
+  };
   if (included.length > 0) document.included = uniqueResources(included);
   return document;
 }

@@ -1,10 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { createServer, type RequestListener, type Server } from 'node:http';
+import { DEFAULT_BODY_RATE, guardBodyRate, type BodyRate } from './body-rate.ts';
 
 /** How long the API's HTTP server lets a connection take, in milliseconds. */
 export interface ServerLimits {
-  /** A whole request, body included (Node's requestTimeout). */
+  /** A whole request, body included (Node's requestTimeout; 0: none, the body rate rule below stands instead). */
   requestMs: number;
+  /** How fast a request body must arrive (body-rate.ts): a slow upload is not cut at a fixed time, a stalled one is. */
+  bodyRate?: BodyRate;
   /** A request's headers (Node's headersTimeout): a client that trickles them is cut off (slowloris). */
   headersMs: number;
   /**
@@ -16,7 +19,13 @@ export interface ServerLimits {
   checkIntervalMs: number;
 }
 
-export const SERVER_LIMITS: ServerLimits = { requestMs: 30_000, headersMs: 15_000, idleSocketMs: 60_000, checkIntervalMs: 1_000 };
+export const SERVER_LIMITS: ServerLimits = {
+  requestMs: 0,
+  bodyRate: DEFAULT_BODY_RATE,
+  headersMs: 15_000,
+  idleSocketMs: 60_000,
+  checkIntervalMs: 1_000,
+};
 
 /** The soft limit on open files of this process (Linux's /proc/self/limits), or undefined where it cannot be read or has none. */
 export function openFilesLimit(limits = readLimits()): number | undefined {
@@ -46,9 +55,16 @@ export function connectionCeiling(openFiles: number | undefined, reserved: numbe
 
 /** The API's HTTP server, not yet listening, with its limits; `maxConnections` as connectionCeiling says. */
 export function createApiServer(handler: RequestListener, limits: ServerLimits = SERVER_LIMITS, maxConnections?: number): Server {
+  const rate = limits.bodyRate;
+  const guarded: RequestListener = rate
+    ? (req, res) => {
+        guardBodyRate(req, res, rate);
+        handler(req, res);
+      }
+    : handler;
   const server = createServer(
     { requestTimeout: limits.requestMs, headersTimeout: limits.headersMs, connectionsCheckingInterval: limits.checkIntervalMs },
-    handler,
+    guarded,
   );
   // Destroys the socket (Node's default once a timeout is set and no 'timeout' listener takes over).
   server.setTimeout(limits.idleSocketMs);

@@ -40,6 +40,7 @@ const COMPONENTS: OpenApiDocument['components'] = {
           properties: {
             pointer: { type: 'string', description: 'A JSON Pointer to the offending part of the body.' },
             parameter: { type: 'string', description: 'The offending query parameter.' },
+            header: { type: 'string', description: 'The offending request header.' },
           },
         },
       },
@@ -128,6 +129,7 @@ const COMPONENTS: OpenApiDocument['components'] = {
   responses: {
     BadRequest: errorResponse('Malformed JSON, or an invalid include parameter'),
     Unauthorized: errorResponse('Missing, invalid, expired or revoked token'),
+    Forbidden: errorResponse('The token may read the resource but lacks the permission this takes; the detail names it'),
     NotFound: errorResponse('Not found, or not visible to this token (the two are indistinguishable)'),
     MethodNotAllowed: errorResponse('The path does not accept this method'),
     Conflict: errorResponse('The transition is not allowed in the current state, or a concurrent change won'),

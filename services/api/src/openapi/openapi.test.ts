@@ -106,6 +106,7 @@ describe('OpenAPI document', () => {
         token: ['bearerAuth'],
         'token-or-task': ['bearerAuth', 'taskAccessToken'],
         callback: ['taskAccessToken'],
+        'audit-trail': ['bearerAuth'],
       };
       expect([keyOf(route), schemes]).toEqual([keyOf(route), expected[route.auth]]);
     }

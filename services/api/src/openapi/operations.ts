@@ -34,6 +34,8 @@ const SECURITY: Record<RouteDef['auth'], Record<string, string[]>[]> = {
   token: [{ bearerAuth: [] }],
   'token-or-task': [{ bearerAuth: [] }, { taskAccessToken: [] }],
   callback: [{ taskAccessToken: [] }],
+  // The organization's audit trail token or an owner's token: a bearer token either way.
+  'audit-trail': [{ bearerAuth: [] }],
 };
 
 const isWrite = (method: HttpMethod): boolean => method === 'POST' || method === 'PATCH' || method === 'PUT';
@@ -68,6 +70,7 @@ function errorResponses(route: RouteDef, jsonBody: boolean): Record<string, Json
   const hasQuery = route.query !== undefined;
   if (jsonBody || route.query?.include) responses['400'] = ref('responses', 'BadRequest');
   if (route.auth !== 'public') responses['401'] = ref('responses', 'Unauthorized');
+  if (route.auth === 'token' && route.method !== 'GET') responses['403'] = ref('responses', 'Forbidden');
   if (route.auth !== 'public' || pathParams(route.path).length > 0) responses['404'] = ref('responses', 'NotFound');
   responses['405'] = ref('responses', 'MethodNotAllowed');
   if (route.method !== 'GET') responses['409'] = ref('responses', 'Conflict');
@@ -99,6 +102,8 @@ function parametersOf(route: RouteDef): JsonSchema[] {
     });
   }
   for (const name of route.query?.params ?? []) parameters.push({ name, in: 'query', required: false, schema: { type: 'string' } });
+  for (const header of route.headers ?? [])
+    parameters.push({ name: header.name, in: 'header', required: false, description: header.description, schema: { type: 'string' } });
   return parameters;
 }
 

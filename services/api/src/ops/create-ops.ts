@@ -2,13 +2,24 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { type Config } from '@runtasks/shared/config';
 import { type Logger } from '@runtasks/shared/logger';
 import { nativePool, pendingMigrations } from '@runtasks/shared/db';
-import { JOB_OPTIONS, JOBS, PRINCIPALS_CHANNEL, QUEUES, runCreatedJobId, type RunCreatedJob } from '@runtasks/shared/queue';
+import { IN_FLIGHT_RESULTS } from '@runtasks/shared/engine';
+import {
+  JOB_OPTIONS,
+  JOBS,
+  PRINCIPALS_CHANNEL,
+  QUEUES,
+  disconnectAll,
+  RedisConnections,
+  runCreatedJobId,
+  type RunCreatedJob,
+} from '@runtasks/shared/queue';
 import { type SecretBox } from '@runtasks/shared/security';
 import { Metrics } from '@runtasks/shared/ops';
+import { storageReadinessCheck, storageUsage } from '@runtasks/shared/storage';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
 import { FailedAuthLimit } from '../auth/failed-auth-limit.ts';
 import { PrincipalCache } from '../auth/principal-cache.ts';
+import type { ActiveTokenRow } from '../auth/active-tokens.ts';
 import type { ApiOps } from '../context.ts';
 import { createDashboard } from './dashboard.ts';
 import { createRateLimiter } from './rate-limit.ts';
@@ -21,19 +32,14 @@ export interface ApiOpsHandle {
 
 /** How long a run.created job published at once may wait for Redis before it is left to the relay. */
 const PUBLISH_TIMEOUT_MS = 2_000;
-/**
- * How long a rate-limit or readiness command may wait for Redis. A Redis whose packets are dropped
- * keeps its connection "ready", and without this every limited request waited for it (minutes, until
- * TCP gave up); past it the limiter's in-memory insurance answers and readiness reports Redis failing.
- */
-const REDIS_COMMAND_TIMEOUT_MS = 1_000;
 
 /**
- * What the API process needs for operations: Redis connections (rate limits and readiness; the
- * dashboard's view of the queues; run.created jobs published at once), metrics, readiness checks, and
- * the principal cache with its PostgreSQL LISTEN connection. Redis being down or unreachable never
- * holds a request path for long: commands fail fast (no offline queue, and a command timeout for a
- * Redis that does not answer) and readiness reports it.
+ * What the API process needs for operations: Redis connections (rate limits and readiness on the
+ * process's fail-fast connection, whose commands wait at most a second: a Redis whose packets are
+ * dropped keeps its connection "ready", and without the timeout every limited request waited for it
+ * until TCP gave up; the dashboard's view of the queues; run.created jobs published at once), metrics,
+ * readiness checks, and the principal cache with its PostgreSQL LISTEN connection. Redis being down or
+ * unreachable never holds a request path for long, and readiness reports it.
  */
 export function createApiOps(options: {
   config: Config;
@@ -41,23 +47,18 @@ export function createApiOps(options: {
   secrets: SecretBox;
   logger: Logger;
   metrics?: Metrics;
+  /** The process's Redis connections (shared with the worker in one process); made from the configuration when not given. */
+  redis?: RedisConnections;
 }): ApiOpsHandle {
   const { config, orm, secrets, logger } = options;
-  const redis = new Redis(config.redisUrl, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
-    connectTimeout: 3000,
-  });
-  redis.on('error', (error) => logger.warn({ err: error }, 'api redis connection error'));
-  const queueRedis = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
-  queueRedis.on('error', () => undefined);
-  const queue = new Queue(QUEUES.runs, { connection: queueRedis, prefix: config.queuePrefix });
-  queue.on('error', (error) => logger.warn({ err: error }, 'dashboard queue error'));
+  const redis = options.redis ?? new RedisConnections(config, logger);
+  const queue = new Queue(QUEUES.runs, { connection: redis.open('durable'), prefix: config.queuePrefix });
+  queue.on('error', (error) => redis.availability.report(error, 'dashboard queue error'));
   const metrics = options.metrics ?? new Metrics();
   metrics.watchQueue(queue);
+  metrics.watchStorage(async () => storageUsage(await nativePool(orm.em)));
 
-  const publisher = runCreatedPublisher(config, logger);
+  const publisher = runCreatedPublisher(config, logger, redis);
   const principalCache = principalCacheFor(config, orm, logger);
   // Not awaited: until it listens and hears its heartbeat, every request looks its token up.
   void principalCache?.start();
@@ -69,15 +70,15 @@ export function createApiOps(options: {
   const ops: ApiOps = {
     metrics,
     isDraining: () => draining,
-    rateLimiter: config.rateLimitPerSecond > 0 ? createRateLimiter(redis, config.queuePrefix, config.rateLimitPerSecond) : undefined,
+    rateLimiter:
+      config.rateLimitPerSecond > 0 ? createRateLimiter(redis.commands, config.queuePrefix, config.rateLimitPerSecond) : undefined,
     dashboard: createDashboard({ queues: [queue], readOnly: config.dashboardReadOnly, orm, secrets, principalCache, authFailures }),
     principalCache,
     authFailures,
     publishRunCreated: publisher.publish,
     readinessChecks: {
-      redis: async () => {
-        if ((await redis.ping()) !== 'PONG') throw new Error('unexpected PING answer');
-      },
+      ...storageReadinessCheck(config.storage),
+      redis: () => redis.check(),
       migrations: async () => {
         if (migrated) return;
         const pending = await pendingMigrations(orm);
@@ -95,8 +96,7 @@ export function createApiOps(options: {
       await principalCache?.stop();
       await queue.close().catch(() => undefined);
       await publisher.close();
-      redis.disconnect();
-      queueRedis.disconnect();
+      if (!options.redis) await redis.close(3_000);
     },
   };
 }
@@ -109,14 +109,12 @@ export function createApiOps(options: {
  * relay publishes those runs' events once Redis is back. The same name, data, id and options as the
  * relay's publication of the event, so that whichever comes second is a no-op.
  */
-function runCreatedPublisher(config: Config, logger: Logger): { publish: (job: RunCreatedJob) => void; close: () => Promise<void> } {
-  const publishRedis = new Redis(config.redisUrl, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    commandTimeout: PUBLISH_TIMEOUT_MS,
-    connectTimeout: 3000,
-  });
-  publishRedis.on('error', () => undefined);
+function runCreatedPublisher(
+  config: Config,
+  logger: Logger,
+  redis: RedisConnections,
+): { publish: (job: RunCreatedJob) => void; close: () => Promise<void> } {
+  const publishRedis = redis.open('fail-fast', { commandTimeoutMs: PUBLISH_TIMEOUT_MS });
   const publishQueue = new Queue(QUEUES.runs, { connection: publishRedis, prefix: config.queuePrefix });
   publishQueue.on('error', () => undefined);
   const publishRunCreated = (job: RunCreatedJob): void => {
@@ -129,10 +127,22 @@ function runCreatedPublisher(config: Config, logger: Logger): { publish: (job: R
     publish: publishRunCreated,
     close: async () => {
       await publishQueue.close().catch(() => undefined);
-      publishRedis.disconnect();
+      await disconnectAll([publishRedis], 3_000);
     },
   };
 }
+
+/**
+ * The keyed hashes of the active tokens, for the principal cache's set of them ($1: at most): the API
+ * tokens, and the access tokens stored for open task results (those planned before tokens were derived;
+ * a derived one is checked by its MAC, services/api/src/auth/authenticate.ts), which expire with their
+ * result's hard deadline. Open results are those of unfinished runs, reached by the runs' index of them.
+ */
+const ACTIVE_TOKENS_SQL = `select token_hash, expires_at from api_tokens where revoked_at is null and (expires_at is null or expires_at > now())
+  union all
+  select tr.callback_token_hash, tr.hard_deadline from ${IN_FLIGHT_RESULTS}
+     and tr.callback_token_hash is not null and tr.status in ('pending', 'running') and (tr.hard_deadline is null or tr.hard_deadline > now())
+  limit $1`;
 
 /** The principal cache with its LISTEN connection, when AUTH_CACHE_TTL_MS enables it. */
 function principalCacheFor(config: Config, orm: MikroORM, logger: Logger): PrincipalCache | undefined {
@@ -144,6 +154,7 @@ function principalCacheFor(config: Config, orm: MikroORM, logger: Logger): Princ
         notify: async (payload) => {
           await (await nativePool(orm.em)).query('select pg_notify($1, $2)', [PRINCIPALS_CHANNEL, payload]);
         },
+        loadActiveTokens: async (limit) => (await (await nativePool(orm.em)).query<ActiveTokenRow>(ACTIVE_TOKENS_SQL, [limit])).rows,
       })
     : undefined;
 }

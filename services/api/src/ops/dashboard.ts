@@ -43,12 +43,12 @@ export function createDashboard(options: {
     options: { uiConfig: { boardTitle: 'Run Tasks queues' } },
   });
   const board = adapter.registerPlugin();
-  const isSiteAdmin = async (credential: string): Promise<boolean> => {
+  const isSiteAdmin = async (tokenHash: string): Promise<boolean> => {
     const rows = await options.orm.em
       .fork()
       .execute<{ id: string }[]>(
         `select id from api_tokens where token_hash = ? and kind = 'admin' and revoked_at is null and (expires_at is null or expires_at > now())`,
-        [options.secrets.hashToken(credential)],
+        [tokenHash],
       );
     return rows.length > 0;
   };
@@ -57,11 +57,16 @@ export function createDashboard(options: {
     const credential = credentialOf(ctx.get('authorization') || undefined);
     let allowed = false;
     if (credential && isPlausibleToken(credential)) {
-      options.authFailures?.check(ctx.ip);
+      const tokenHash = options.secrets.hashToken(credential);
+      // An active token skips the failure limit (a flood from its address never locks it out); one proven unknown asks nothing.
+      const active = options.principalCache?.isActive(tokenHash) === true;
+      if (!active) options.authFailures?.check(ctx.ip);
       const refusalKey = principalMemoKey(`dashboard:${credential}`);
       const refusedEpoch = options.principalCache?.refusedEpoch ?? 0;
-      allowed = !options.principalCache?.recallRefused(refusalKey) && (await isSiteAdmin(credential));
-      if (!allowed) {
+      allowed =
+        (active || !(options.principalCache?.recallRefused(refusalKey) || (await options.principalCache?.provenUnknown(tokenHash)))) &&
+        (await isSiteAdmin(tokenHash));
+      if (!allowed && !active) {
         options.principalCache?.rememberRefused(refusalKey, refusedEpoch);
         options.authFailures?.recordFailure(ctx.ip);
       }

@@ -1,5 +1,5 @@
 import { ApiError } from '@runtasks/shared/errors';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@runtasks/shared/queue';
 import type { Next } from 'koa';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { ApiContext } from '../context.ts';
@@ -8,7 +8,7 @@ import type { ApiContext } from '../context.ts';
  * Per-principal limits shared by every API process (Redis), HCP's 30 requests/s by default. When
  * Redis is unavailable an in-memory limiter per process takes over (fail open, but still bounded).
  */
-export function createRateLimiter(redis: Redis, prefix: string, perSecond: number): RateLimiterAbstract {
+export function createRateLimiter(redis: RedisClient, prefix: string, perSecond: number): RateLimiterAbstract {
   return new RateLimiterRedis({
     storeClient: redis,
     keyPrefix: `${prefix}:ratelimit`,
@@ -18,11 +18,16 @@ export function createRateLimiter(redis: Redis, prefix: string, perSecond: numbe
   });
 }
 
-/** Who is limited: the token, the task result (callbacks have their own budget), else the address. */
+/**
+ * Who is limited: the token, the task result (callbacks have their own budget), else the address.
+ * The run pages' sign-in and the CSP report endpoint are served outside the API router, where Koa
+ * sets no `params` at all: those count against the address.
+ */
 function keyOf(ctx: ApiContext): string {
   if (ctx.state.principal) return `token:${ctx.state.principal.tokenId}`;
   if (ctx.state.taskAccess) return `task:${ctx.state.taskAccess.resultId}`;
-  const resultId = ctx.params['task_result_id'];
+  const params: Partial<Record<string, string>> | undefined = ctx.params;
+  const resultId = params?.['task_result_id'];
   if (resultId) return `callback:${resultId}`;
   return `ip:${ctx.ip}`;
 }

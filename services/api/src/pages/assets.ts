@@ -18,13 +18,17 @@ function asset(file: string, type: string): Asset {
 
 export const STYLESHEET = asset('pages.css', 'text/css; charset=utf-8');
 export const SCRIPT = asset('pages.js', 'text/javascript; charset=utf-8');
-const BY_PATH = new Map([STYLESHEET, SCRIPT].map((entry) => [entry.path, entry]));
+export const FAVICON = asset('favicon.svg', 'image/svg+xml');
+/** Browsers ask for /favicon.ico whatever a page links: it is the same icon (an SVG, which they take under that name too). */
+const FAVICON_ICO = { ...FAVICON, path: '/favicon.ico' };
+const BY_PATH = new Map([STYLESHEET, SCRIPT, FAVICON, FAVICON_ICO].map((entry) => [entry.path, entry]));
 
 /** Answers a request for an asset; false when the path names none. */
 export function serveAsset(ctx: ApiContext): boolean {
   const found = BY_PATH.get(ctx.path);
   if (!found) return false;
-  ctx.set('Cache-Control', 'public, max-age=31536000, immutable');
+  // A hashed name never changes its content; /favicon.ico may, with a release.
+  ctx.set('Cache-Control', found === FAVICON_ICO ? 'public, max-age=86400' : 'public, max-age=31536000, immutable');
   ctx.set('X-Content-Type-Options', 'nosniff');
   ctx.type = found.type;
   ctx.body = found.body;

@@ -1,45 +1,62 @@
+import { isTagLevel } from '@runtasks/shared/domain';
 import { html, type SafeHtml } from './html.ts';
 import { OUTBOUND_REL, safeHref } from './links.ts';
+import type { StatusWords } from './status-words.ts';
 
-/** How a status reads at a glance; the class names are fixed here, never taken from the data. */
-const TONES: Record<string, 'ok' | 'bad' | 'warn' | 'info' | 'muted'> = {
-  passed: 'ok',
-  applied: 'ok',
-  post_apply_completed: 'ok',
-  planned_and_finished: 'ok',
-  failed: 'bad',
-  errored: 'bad',
-  unreachable: 'bad',
-  awaiting_override: 'warn',
-  canceled: 'muted',
-  discarded: 'muted',
-  pending: 'muted',
-};
-
-function toneOf(status: string): string {
-  if (TONES[status]) return TONES[status];
-  if (status.endsWith('_awaiting_decision')) return 'warn';
-  if (status.endsWith('_completed') || status === 'planned' || status === 'confirmed') return 'ok';
-  return 'info';
-}
-
-/** `post_plan_awaiting_decision` → "post plan awaiting decision". */
+/** `post_plan` → "post plan" (stage names, enforcement levels: words people read). */
 export const words = (status: string): string => status.replaceAll('_', ' ');
 
-export const statusBadge = (status: string): SafeHtml => html`<span class="badge tone-${toneOf(status)}">${words(status)}</span>`;
+/** A status as a badge: its words and its colour. */
+export const statusBadge = (status: StatusWords): SafeHtml => html`<span class="badge tone-${status.tone}">${status.label}</span>`;
+
+/**
+ * Text a task server (or a person) wrote, isolated from the text around it: a right-to-left override
+ * in it (U+202E, say) cannot turn what follows it around.
+ */
+export const untrusted = (text: string | null | undefined): SafeHtml | undefined =>
+  text === null || text === undefined ? undefined : html`<bdi>${text}</bdi>`;
 
 /** Outcome tag levels (none, info, warning, error), each with its own colour; anything else reads as none. */
-const LEVELS = new Set(['none', 'info', 'warning', 'error']);
 export const tagBadge = (name: string, label: string, level: string | undefined): SafeHtml =>
-  html`<span class="badge level-${level && LEVELS.has(level) ? level : 'none'}"><span class="tag-name">${name}:</span> ${label}</span>`;
+  html`<span class="badge level-${isTagLevel(level) ? level : 'none'}"
+    ><span class="tag-name">${untrusted(name)}:</span> ${untrusted(label)}</span
+  >`;
 
-/** A timestamp people read in UTC, machine-readable in its attribute. */
-export function time(value: string | Date | null | undefined): SafeHtml | undefined {
+const ago = new Intl.RelativeTimeFormat('en', { numeric: 'auto' });
+const UNITS: [Intl.RelativeTimeFormatUnit, number][] = [
+  ['day', 86_400],
+  ['hour', 3600],
+  ['minute', 60],
+  ['second', 1],
+];
+
+/** "3 minutes ago", "in 5 seconds": how long before (or after) `now` an instant was. */
+export function relative(date: Date, now: Date): string {
+  const seconds = Math.round((date.getTime() - now.getTime()) / 1000);
+  const [unit, size] = UNITS.find(([, length]) => Math.abs(seconds) >= length) ?? ['second', 1];
+  return ago.format(Math.round(seconds / size), unit);
+}
+
+/**
+ * A timestamp: how long ago, with the instant in UTC as its title and machine-readable in `datetime`.
+ * The page's script keeps "how long ago" current between updates.
+ */
+export function time(value: string | Date | null | undefined, now: Date = new Date()): SafeHtml | undefined {
   if (!value) return undefined;
   const date = new Date(value);
   if (Number.isNaN(date.getTime())) return undefined;
   const iso = date.toISOString();
-  return html`<time datetime="${iso}">${iso.slice(0, 19).replace('T', ' ')} UTC</time>`;
+  return html`<time datetime="${iso}" title="${iso.slice(0, 19).replace('T', ' ')} UTC" data-relative="">${relative(date, now)}</time>`;
+}
+
+/** A duration in the units people use: "850 ms", "42 s", "3 min 5 s", "2 h 10 min". */
+export function duration(milliseconds: number): string {
+  if (milliseconds < 1000) return `${Math.max(0, Math.round(milliseconds))} ms`;
+  const seconds = Math.round(milliseconds / 1000);
+  if (seconds < 60) return `${seconds} s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return seconds % 60 === 0 ? `${minutes} min` : `${minutes} min ${seconds % 60} s`;
+  return minutes % 60 === 0 ? `${Math.floor(minutes / 60)} h` : `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
 }
 
 /** An outbound link when the URL is absolute http(s), else nothing. */
@@ -74,9 +91,12 @@ export interface DataTableOptions {
   className?: string;
 }
 
-/** A table that scrolls sideways on narrow screens instead of widening the page. */
+/**
+ * A table that scrolls sideways on narrow screens instead of widening the page. The scrolling box can
+ * take keyboard focus (arrow keys scroll it) and is named after its table, for those who land on it.
+ */
 export function dataTable({ headers, rows, caption, className }: DataTableOptions): SafeHtml {
-  return html`<div class="scroll">
+  return html`<div class="scroll" tabindex="0" role="region" aria-label="${caption ?? headers.join(', ')}">
     <table${className ? html` class="${className}"` : undefined}>
       ${
         caption

@@ -1,10 +1,16 @@
 import type { ApiContext } from '../context.ts';
-import { SCRIPT, STYLESHEET } from './assets.ts';
-import { csrfTokenFor } from './csrf.ts';
+import { FAVICON, SCRIPT, STYLESHEET } from './assets.ts';
+import { csrfToken } from './browser-rules.ts';
 import { html, type Html, type SafeHtml } from './html.ts';
 import type { PageSession } from './session.ts';
 
 export const CSP_REPORT_PATH = '/csp-report';
+/** Where a browser signs in and out (the pages' only paths outside /app). */
+export const SIGN_IN_PATH = '/session';
+export const SIGN_OUT_PATH = `${SIGN_IN_PATH}/sign-out`;
+/** Single sign-on: off to the identity provider, and back (the redirect URI registered there). */
+export const SSO_PATH = `${SIGN_IN_PATH}/oidc`;
+export const SSO_CALLBACK_PATH = `${SSO_PATH}/callback`;
 
 /**
  * The pages' policy: scripts and styles only from this service's own files (no inline script or
@@ -51,11 +57,11 @@ function breadcrumbs(crumbs: readonly Crumb[]): SafeHtml | undefined {
   </nav>`;
 }
 
-function siteHeader(ctx: ApiContext, session: PageSession | undefined): SafeHtml {
+function siteHeader(ctx: ApiContext, session: PageSession | undefined, stableToken: boolean): SafeHtml {
   const who = session
     ? html`<p class="who">Signed in as <strong>${session.label}</strong></p>
-        <form method="post" action="/session/sign-out" class="sign-out">
-          <input type="hidden" name="csrf" value="${csrfTokenFor(ctx, session.id)}" />
+        <form method="post" action="${SIGN_OUT_PATH}" class="sign-out">
+          <input type="hidden" name="csrf" value="${csrfToken(ctx, session.id, stableToken)}" />
           <button type="submit">Sign out</button>
         </form>`
     : undefined;
@@ -71,6 +77,8 @@ export interface PageOptions {
   session: PageSession | undefined;
   crumbs?: readonly Crumb[];
   body: Html;
+  /** The page holds no text from elsewhere: its form token may stay the same (csrfToken's `stable`). */
+  stableToken?: boolean;
 }
 
 /** Sends a whole page: the shell (header, breadcrumbs, main) around the page's own body. */
@@ -85,12 +93,13 @@ export function sendPage(ctx: ApiContext, options: PageOptions): void {
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <meta name="color-scheme" content="light dark" />
         <title>${options.title} · Run Tasks</title>
+        <link rel="icon" href="${FAVICON.path}" type="image/svg+xml" />
         <link rel="stylesheet" href="${STYLESHEET.path}" />
         <script src="${SCRIPT.path}" defer></script>
       </head>
       <body>
         <a class="skip" href="#main">Skip to content</a>
-        ${siteHeader(ctx, options.session)}
+        ${siteHeader(ctx, options.session, options.stableToken === true)}
         <main id="main" tabindex="-1">${breadcrumbs(options.crumbs ?? [])} ${options.body}</main>
       </body>
     </html> `.value;

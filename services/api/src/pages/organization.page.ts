@@ -6,7 +6,7 @@ import type { ApiContext } from '../context.ts';
 import { parsePage } from '../http/pagination.ts';
 import { findOrganization } from '../services/organization.service.ts';
 import { pagePath } from './access.ts';
-import { dataTable, pager, words } from './components.ts';
+import { dataTable, pager, untrusted, words } from './components.ts';
 import { html, type SafeHtml } from './html.ts';
 import { sendPage } from './layout.ts';
 import type { PageSession } from './session.ts';
@@ -37,9 +37,9 @@ function tasksSection(tasks: readonly RunTask[] | undefined): SafeHtml {
   const rows = tasks.map(
     (task) =>
       html`<tr>
-        <th scope="row">${task.name}</th>
-        <td>${task.enabled ? 'enabled' : 'disabled'}</td>
-        <td>${task.description ?? ''}</td>
+        <th scope="row">${untrusted(task.name)}</th>
+        <td class="nowrap">${task.enabled ? 'enabled' : 'disabled'}</td>
+        <td>${untrusted(task.description ?? '')}</td>
         <td>
           ${task.globalEnabled ? `global: ${task.globalStages.map(words).join(', ')} (${task.globalEnforcementLevel})` : 'attached per workspace'}
         </td>

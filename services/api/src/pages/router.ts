@@ -9,9 +9,10 @@ import { serveAsset } from './assets.ts';
 import { html } from './html.ts';
 import { CSP_REPORT_PATH, sendPage } from './layout.ts';
 import { showHome, showOrganization } from './organization.page.ts';
-import { showRun, showRunLive, submitOverride, submitRunAction } from './run.handlers.ts';
+import { showOutcome, showRun, showRunLive, submitOverride, submitRunAction } from './run.handlers.ts';
 import { currentSession, type PageSession } from './session.ts';
-import { showSignIn, SIGN_IN_PATH, submitSignIn, submitSignOut } from './sign-in.page.ts';
+import { finishSso, SSO_CALLBACK_PATH, SSO_PATH, startSso } from './oidc.page.ts';
+import { showSignIn, SIGN_IN_PATH, SIGN_OUT_PATH, submitSignIn, submitSignOut } from './sign-in.page.ts';
 import { showWorkspace } from './workspace.page.ts';
 
 type PageHandler = (ctx: ApiContext, session: PageSession) => Promise<void>;
@@ -34,6 +35,7 @@ const PAGE_ROUTES: readonly PageRoute[] = [
   { method: 'GET', pattern: ':organization_name/workspaces/:workspace_name', handler: showWorkspace },
   { method: 'GET', pattern: RUN, handler: showRun },
   { method: 'GET', pattern: `${RUN}/live`, handler: showRunLive, fragment: true },
+  { method: 'GET', pattern: `${RUN}/outcomes/:outcome_id`, handler: showOutcome },
   { method: 'POST', pattern: `${RUN}/override`, handler: submitOverride },
   { method: 'POST', pattern: `${RUN}/actions`, handler: submitRunAction },
 ];
@@ -76,6 +78,7 @@ function sendErrorPage(ctx: ApiContext, error: ApiError, session: PageSession | 
     status: error.status,
     title: error.status === 404 ? 'Not found' : error.title,
     session,
+    stableToken: error.status === 404,
     body: html`<h1>${error.status === 404 ? 'Not found' : error.title}</h1>
       <p class="notice error" role="alert">${detail}</p>
       <p><a href="/app">Back to the start</a></p>`,
@@ -140,7 +143,10 @@ async function serveSession(ctx: ApiContext, limit: Limit | undefined): Promise<
     if (ctx.path === SIGN_IN_PATH && (ctx.method === 'GET' || ctx.method === 'HEAD')) return await showSignIn(ctx);
     // Sign-in attempts count against the client's address, as unauthenticated API requests do.
     if (ctx.path === SIGN_IN_PATH && ctx.method === 'POST') return await (limit ? limit(ctx, () => submitSignIn(ctx)) : submitSignIn(ctx));
-    if (ctx.path === `${SIGN_IN_PATH}/sign-out` && ctx.method === 'POST') return await submitSignOut(ctx);
+    if (ctx.path === SIGN_OUT_PATH && ctx.method === 'POST') return await submitSignOut(ctx);
+    // Single sign-on's two legs count against the client's address too: each asks the identity provider.
+    if (ctx.path === SSO_PATH && ctx.method === 'GET') return await (limit ? limit(ctx, () => startSso(ctx)) : startSso(ctx));
+    if (ctx.path === SSO_CALLBACK_PATH && ctx.method === 'GET') return await (limit ? limit(ctx, () => finishSso(ctx)) : finishSso(ctx));
     throw notFound();
   } catch (thrown) {
     const error = toApiError(thrown);
@@ -159,7 +165,8 @@ export function pages(rateLimiter: RateLimiterAbstract | undefined) {
     const path = ctx.path;
     if (path === '/app' || path.startsWith('/app/')) return servePage(ctx, limit);
     if (path === SIGN_IN_PATH || path.startsWith(`${SIGN_IN_PATH}/`)) return serveSession(ctx, limit);
-    if (path.startsWith('/assets/') && (ctx.method === 'GET' || ctx.method === 'HEAD') && serveAsset(ctx)) return;
+    if ((path.startsWith('/assets/') || path === '/favicon.ico') && (ctx.method === 'GET' || ctx.method === 'HEAD') && serveAsset(ctx))
+      return;
     // Anyone may report, so reports count against the sender's address: they cannot flood the log.
     if (path === CSP_REPORT_PATH && ctx.method === 'POST') return limit ? limit(ctx, () => receiveCspReport(ctx)) : receiveCspReport(ctx);
     await next();

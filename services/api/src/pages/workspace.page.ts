@@ -3,7 +3,8 @@ import type { ApiContext } from '../context.ts';
 import { parsePage } from '../http/pagination.ts';
 import { findWorkspace } from '../services/workspace.service.ts';
 import { mayOnWorkspace, pagePath } from './access.ts';
-import { dataTable, pager, statusBadge, time, words } from './components.ts';
+import { dataTable, pager, statusBadge, time, untrusted, words } from './components.ts';
+import { runWords } from './status-words.ts';
 import { html, type SafeHtml } from './html.ts';
 import { sendPage } from './layout.ts';
 import type { PageSession } from './session.ts';
@@ -28,9 +29,9 @@ async function attachedTasks(ctx: ApiContext, workspace: Workspace): Promise<Saf
   const rows = associations.map(
     (association) =>
       html`<tr>
-        <th scope="row">${association.task.name}</th>
+        <th scope="row">${untrusted(association.task.name)}</th>
         <td>${association.stages.map(words).join(', ')}</td>
-        <td>${association.enforcementLevel}</td>
+        <td class="nowrap">${association.enforcementLevel}</td>
       </tr>`,
   );
   return dataTable({ headers: ['Task', 'Stages', 'Enforcement'], rows });
@@ -51,9 +52,11 @@ export async function showWorkspace(ctx: ApiContext, session: PageSession): Prom
     (run) =>
       html`<tr>
         <th scope="row"><a href="${`${base}/runs/${encodeURIComponent(run.id)}`}">${run.id}</a></th>
-        <td>${statusBadge(run.status)}${run.hasTaskWarnings ? html` <span class="badge tone-warn">task warnings</span>` : undefined}</td>
-        <td>${run.message}</td>
-        <td>${time(run.createdAt)}</td>
+        <td class="nowrap">
+          ${statusBadge(runWords(run))}${run.hasTaskWarnings ? html` <span class="badge tone-warn">Task warnings</span>` : undefined}
+        </td>
+        <td>${untrusted(run.message)}</td>
+        <td class="nowrap">${time(run.createdAt)}</td>
       </tr>`,
   );
   sendPage(ctx, {

@@ -1,5 +1,5 @@
 import { ApiError, unauthorized } from '@runtasks/shared/errors';
-import { newId, OUTCOME_LIMITS, outcomeLimitBreach } from '@runtasks/shared/domain';
+import { newId, OUTCOME_LIMITS, outcomeLimitBreach, TAG_LEVELS } from '@runtasks/shared/domain';
 import { prepared, runPrepared, type Queryable } from '@runtasks/shared/db';
 import { prepareCallback, recordCallback } from '@runtasks/shared/engine';
 import { z } from 'zod';
@@ -12,7 +12,10 @@ import { serializeTaskResult } from '../serializers/task-stage.serializer.ts';
 import { respond, type RouteDef } from './define.ts';
 import { characters, linkUrl, safeText } from './schemas.ts';
 
-const tagValue = z.object({ label: safeText(256), level: z.enum(['none', 'info', 'warning', 'error']).optional() });
+const tagLevel = z.enum(TAG_LEVELS, {
+  error: (issue) => `must be one of ${TAG_LEVELS.join(', ')}; got ${JSON.stringify(issue.input)}`,
+});
+const tagValue = z.object({ label: safeText(256), level: tagLevel.optional() });
 
 /** Outcome attributes as HCP documents them; `outcome_id` is the JSON schema's spelling. */
 const outcomeAttributes = z
@@ -24,7 +27,10 @@ const outcomeAttributes = z
     url: linkUrl.nullable().optional(),
     tags: z.record(safeText(256), z.array(tagValue).max(100)).optional(),
   })
-  .refine((outcome) => (outcome['outcome-id'] ?? outcome.outcome_id) !== undefined, 'outcome-id is required');
+  // Aborting: a union takes the verdict of the one member that did not abort, and a wrapped outcome
+  // read as a flat one (its keys stripped) lacks an outcome-id, which would hide the real problem
+  // (an unknown tag level, say) behind "outcome-id is required".
+  .refine((outcome) => (outcome['outcome-id'] ?? outcome.outcome_id) !== undefined, { message: 'outcome-id is required', abort: true });
 
 /** Current form `{type, attributes}`, or the older flat objects in `attributes.outcomes`. */
 const outcome = z.union([z.object({ type: z.string().optional(), attributes: outcomeAttributes }), outcomeAttributes]);
@@ -53,7 +59,7 @@ export const CALLBACK = prepareCallback(columnList(TASK_RESULT_COLUMNS, 'tr'));
 
 const OUTCOME_AMOUNT = prepared(
   'callback-outcome-amount',
-  'select outcomes_count, outcomes_bytes from task_results where id = $1 and callback_token_hash = $2',
+  "select outcomes_count, outcomes_bytes from task_results where id = $1 and (callback_token_hash = $2 or (callback_token_hash is null and $2 = ''))",
 );
 
 /** The outcomes' columns as the statement's arrays ($11 … $16), in the order they were given. */

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { findVersion } from '../services/configuration-version-lookup.ts';
+import { discardObjects } from '../services/stored-object.service.ts';
 import { respond, type RouteDef } from './define.ts';
 import { safeText } from './schemas.ts';
 
@@ -50,7 +51,7 @@ async function archive(ctx: ApiContext): Promise<void> {
           : null;
   if (reason) throw conflict(`The configuration could not be archived because ${reason}.`, 'transition not allowed');
   const updated = await em.execute(
-    `update configuration_versions cv set status = 'archived', archive = null, upload_token_hash = null, updated_at = now(),
+    `update configuration_versions cv set status = 'archived', archive_key = null, upload_token_hash = null, updated_at = now(),
             status_timestamps = cv.status_timestamps || jsonb_build_object('archived-at', ${DB_NOW_ISO})
       where cv.id = ? and cv.status = 'uploaded' and (cv.provisional or ${IS_CURRENT_SQL.replace('not exists', 'exists')})
         and not ${IN_USE_SQL}`,
@@ -59,6 +60,8 @@ async function archive(ctx: ApiContext): Promise<void> {
   );
   if ((updated as { affectedRows?: number }).affectedRows === 0)
     throw conflict('The configuration version changed concurrently and could not be archived.', 'transition not allowed');
+  // Its bytes go with it (stored apart: the update above only unlinked them).
+  await discardObjects(ctx, [version.archive?.key]);
   // HCP answers with 202 Accepted and no body; the version reads `archived` from now on.
   respond(ctx, 202);
 }

@@ -1,7 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { ApiError, conflict, notFound } from '@runtasks/shared/errors';
 import { newId, queueStateAtCreation } from '@runtasks/shared/domain';
-import { ConfigurationVersion, DB_NOW_ISO, inTransaction, nativePool, numbered, Run } from '@runtasks/shared/db';
+import { ConfigurationVersion, inTransaction, nativePool, Run } from '@runtasks/shared/db';
 import { admitAfterChange, resultDeadlines } from '@runtasks/shared/engine';
 import { generateToken, isPlausibleToken, issueCallbackToken } from '@runtasks/shared/security';
 import { z } from 'zod';
@@ -9,11 +9,13 @@ import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { single } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
-import { readRawBody } from '../http/raw-body.ts';
 import { serializeConfigurationVersion } from '../serializers/configuration-version.serializer.ts';
-import { checkArchive } from '../services/configuration-version.service.ts';
+import { receiveArchive } from '../services/archive-upload.service.ts';
+import { storeUpload } from '../services/configuration-version.service.ts';
+import { discardObjects, removedByRetention, sendObject } from '../services/stored-object.service.ts';
 import { isGlobalEntitled } from '../services/run-task.service.ts';
 import { createRunIn } from '../services/run.service.ts';
+import { boundedDownload } from '../ops/download-slots.ts';
 import { configurationVersionActionRoutes } from './configuration-version-actions.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { flexibleBoolean } from './schemas.ts';
@@ -45,7 +47,7 @@ function parseCreateAttributes(body: unknown): z.output<typeof createSchema>['da
 }
 
 async function create(ctx: ApiContext): Promise<void> {
-  const workspace = await findWorkspace(ctx, 'runs:plan', { id: ctx.params['workspace_id'] ?? '' });
+  const workspace = await findWorkspace(ctx, 'runs:plan', { id: ctx.params['workspace_id'] ?? '' }, 'upload configuration versions to it');
   const attributes = parseCreateAttributes(ctx.request.body);
   const token = generateToken(UPLOAD_TOKEN_PREFIX);
   const version = ctx.state.em.create(ConfigurationVersion, {
@@ -79,20 +81,23 @@ async function upload(ctx: ApiContext): Promise<void> {
     uploadExpiresAt: { $gt: new Date() },
   } as FilterQuery<ConfigurationVersion>;
   const version = orNotFound(await em.findOne(ConfigurationVersion, where, { populate: ['workspace', 'workspace.organization'] }));
-  const archive = await readRawBody(ctx.req, ctx.deps.config.configurationVersionMaxBytes);
-  const check = await checkArchive(archive, ctx.deps.config.configurationVersionMaxBytes);
+  const { check, archive } = await receiveArchive(ctx, version);
+  // An archive that is none is not kept (an errored version keeps no archive).
+  if (!check.ok) await discardObjects(ctx, [archive.key]);
   if (!check.ok && !check.errored) throw new ApiError(check.status, 'invalid archive', check.detail);
   const status = check.ok ? 'uploaded' : 'errored';
+  const kept = check.ok ? archive.key : null;
+  const replaced: { key: string | null } = { key: null };
   const queued = await inTransaction(await nativePool(em), async (client) => {
-    const claimed = await client.query(
-      numbered(`update configuration_versions set status = ?, error_message = ?, archive = ?, archive_size = ?,
-              status_timestamps = status_timestamps || jsonb_build_object(?::text, ${DB_NOW_ISO}), updated_at = now()
-        where id = ? and status in ('pending', 'uploaded', 'errored') and upload_token_hash is not null
-          and not exists (select 1 from runs where runs.configuration_version_id = configuration_versions.id)`),
-      [status, check.ok ? null : check.detail, check.ok ? archive : null, archive.length, `${status}-at`, version.id],
-    );
+    const stored = await storeUpload(client, version.id, {
+      status,
+      errorMessage: check.ok ? null : check.detail,
+      archiveKey: kept,
+      size: archive.size,
+    });
     // A run uses the version (an earlier upload queued it, or one was created on it) or it was archived meanwhile.
-    if (claimed.rowCount === 0) throw versionInUse();
+    if (!stored) throw versionInUse();
+    replaced.key = stored.replacedKey;
     if (!check.ok || !version.autoQueueRuns) return undefined;
     const organization = version.workspace.organization;
     const place = {
@@ -119,7 +124,12 @@ async function upload(ctx: ApiContext): Promise<void> {
       (resultId) => issueCallbackToken(ctx.deps.secrets, resultId),
       resultDeadlines(ctx.deps.config),
     );
+  }).catch(async (error: unknown) => {
+    await discardObjects(ctx, [kept]);
+    throw error;
   });
+  // The archive this upload replaced.
+  await discardObjects(ctx, [replaced.key]);
   // Committed: the auto-queued run's job goes to the workers now, as a created run's does.
   if (queued) ctx.deps.ops?.publishRunCreated?.(queued);
   if (queued) await admitAfterChange(await nativePool(em), version.workspace.id, version.speculative ? null : 'queued');
@@ -164,11 +174,12 @@ async function download(ctx: ApiContext): Promise<void> {
   }
   const version = access ? orNotFound(await ctx.state.em.findOne(ConfigurationVersion, { id })) : await findVersion(ctx);
   if (version.status !== 'uploaded') throw notFound();
-  await ctx.state.em.populate(version, ['archive']);
-  ctx.status = 200;
-  ctx.type = 'application/octet-stream';
+  const key = version.archive?.key;
   ctx.set('Content-Disposition', `attachment; filename="${version.id}.tar.gz"`);
-  ctx.body = version.archive ?? Buffer.alloc(0);
+  if (!key || !(await sendObject(ctx, key, 'application/octet-stream'))) {
+    ctx.remove('Content-Disposition');
+    throw removedByRetention("The configuration version's archive");
+  }
 }
 
 export const configurationVersionRoutes: RouteDef[] = [
@@ -202,7 +213,7 @@ export const configurationVersionRoutes: RouteDef[] = [
     auth: 'token-or-task',
     summary: "Download a configuration version's archive (.tar.gz)",
     response: { status: 200, content: 'binary' },
-    handler: download,
+    handler: boundedDownload(download),
   },
   {
     method: 'PUT',

@@ -17,8 +17,9 @@ export interface RouteDef {
   /**
    * `token`: an API token. `callback`: the handler checks the task result's access token itself.
    * `token-or-task`: an API token, or a task result's access token (ctx.state.taskAccess).
+   * `audit-trail`: an organization's audit trail token or an owner's token (ctx.state.auditTrailOrganizationId).
    */
-  auth: 'public' | 'token' | 'callback' | 'token-or-task';
+  auth: 'public' | 'token' | 'callback' | 'token-or-task' | 'audit-trail';
   /** Body size limit when not the default 1 MiB (callbacks may carry outcomes up to 5 MiB). */
   bodyLimit?: string;
   /** `raw`: the handler reads the body itself (archive uploads); no JSON content-type rule or parsing. */
@@ -35,6 +36,8 @@ export interface RouteDef {
   summary?: string;
   /** Query parameters the handler reads, for the OpenAPI document. */
   query?: RouteQuery;
+  /** Optional request headers the handler reads, for the OpenAPI document. */
+  headers?: readonly RouteHeader[];
   /** The success response, when not the default (201 JSON:API document for POST, 204 for DELETE, else 200 document). */
   response?: RouteResponse;
   handler: (ctx: ApiContext) => Promise<void>;
@@ -47,6 +50,11 @@ export interface RouteQuery {
   include?: readonly string[];
   /** Other parameters the handler reads (filters, search). */
   params?: readonly string[];
+}
+
+export interface RouteHeader {
+  name: string;
+  description: string;
 }
 
 export interface RouteResponse {

@@ -1,3 +1,4 @@
+import { SERVICE_VERSION } from '../cli-download/route.ts';
 import type { RouteDef } from './define.ts';
 
 /**
@@ -16,13 +17,17 @@ export const metaRoutes: RouteDef[] = [
     method: 'GET',
     path: '/ping',
     auth: 'public',
-    summary: 'Check the API is reachable (go-tfe reads TFP-API-Version, X-TFE-Version, TFP-AppName and X-RateLimit-Limit)',
+    summary:
+      'Check the API is reachable (go-tfe reads TFP-API-Version, X-TFE-Version, TFP-AppName and X-RateLimit-Limit; the runtasks CLI reads X-Runtasks-Version)',
     response: { status: 204, content: 'none' },
     handler: async (ctx) => {
       ctx.set('TFP-API-Version', '2.6');
       ctx.set('X-TFE-Version', TFE_VERSION);
       // Not "HCP Terraform": go-tfe's IsCloud() would then skip version checks and assume cloud-only behaviour.
       ctx.set('TFP-AppName', 'Run Tasks Service');
+      // Only this service sends it: the runtasks CLI reads it before it sends a token found in TFE_TOKEN
+      // (HCP Terraform answers /ping with the same TFP-API-Version), and prints it with --version.
+      ctx.set('X-Runtasks-Version', SERVICE_VERSION);
       // X-RateLimit-Limit, which go-tfe throttles itself by (2/3 of it per second, tfe.go configureLimiter),
       // is the rate limiter's to send, as on every route: the limit it enforces, and none where it enforces
       // none (go-tfe reads a missing value as "no limit").

@@ -30,6 +30,12 @@ export const organizationSettings = {
   'session-timeout': minutes.optional(),
   'stacks-enabled': flexibleBoolean.optional(),
   'registry-monorepo-support-enabled': flexibleBoolean.optional(),
+  // Single sign-on (docs/sso.md): which values of the teams claim stand for which team; null: team names match.
+  'sso-team-mapping': z
+    .record(safeText(255).min(1, 'a claim value must not be empty'), safeText(255).min(1, 'must name a team'))
+    .refine((mapping) => Object.keys(mapping).length <= 100, 'must map at most 100 claim values')
+    .nullable()
+    .optional(),
 };
 
 export type OrganizationSettingsInput = z.output<z.ZodObject<typeof organizationSettings>>;
@@ -49,6 +55,7 @@ const PROPERTIES = {
   'session-timeout': 'sessionTimeout',
   'stacks-enabled': 'stacksEnabled',
   'registry-monorepo-support-enabled': 'registryMonorepoSupportEnabled',
+  'sso-team-mapping': 'ssoTeamMapping',
 } as const satisfies Record<keyof OrganizationSettingsInput, keyof Organization>;
 
 /** Copies every setting the request gives onto the organization; the rest keep their values. */

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { organizationPermissions } from '../auth/permissions.ts';
 import { isAdmin, isOwnerOf } from '../auth/principal.ts';
 import { organizationScope } from '../auth/scopes.ts';
+import { audit } from '../services/audit.service.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { single } from '../http/jsonapi.ts';
@@ -16,6 +17,7 @@ import { publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts'
 import { applyOrganizationSettings, organizationSettings } from './organization-settings.ts';
 import { flexibleBoolean, nameSchema, noRelationships, resourceDocument } from './schemas.ts';
 import { deleteOrganization, findOrganization, organizationSearch } from '../services/organization.service.ts';
+import { addCreator } from '../services/users.service.ts';
 
 const emailSchema = z.email('must be a valid email address').max(255);
 
@@ -59,7 +61,10 @@ async function create(ctx: ApiContext): Promise<void> {
     taskOverridesEnabled: attributes['task-overrides-enabled'] ?? false,
   });
   applyOrganizationSettings(organization, attributes);
-  createOwnersTeam(ctx.state.em, organization);
+  const owners = createOwnersTeam(ctx.state.em, organization);
+  // A site admin's own token: that person is the organization's first member and an owner.
+  const principal = ctx.state.principal;
+  if (principal.kind === 'admin' && principal.userId) addCreator(ctx.state.em, organization, owners, principal.userId);
   await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
   respond(ctx, 201, single(serializeWithPermissions(ctx, organization)));
 }
@@ -108,6 +113,7 @@ async function update(ctx: ApiContext): Promise<void> {
   if (attributes.name !== undefined) organization.name = attributes.name;
   applyOrganizationSettings(organization, attributes);
   await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
+  await audit(ctx, organization.id, { type: 'organization', id: organization.id }, 'update', attributes);
   respond(ctx, 200, single(serializeWithPermissions(ctx, organization)));
 }
 
@@ -119,7 +125,7 @@ async function destroy(ctx: ApiContext): Promise<void> {
 }
 
 async function entitlementSet(ctx: ApiContext): Promise<void> {
-  respond(ctx, 200, single(serializeEntitlementSet(await findOrganization(ctx))));
+  respond(ctx, 200, single(serializeEntitlementSet(await findOrganization(ctx), Boolean(ctx.deps.config.oidc))));
 }
 
 export const organizationRoutes: RouteDef[] = [

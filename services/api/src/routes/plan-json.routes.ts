@@ -1,8 +1,10 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { Run } from '@runtasks/shared/db';
 import type { ApiContext } from '../context.ts';
+import { boundedDownload } from '../ops/download-slots.ts';
 import { orNotFound, type RouteDef } from './define.ts';
 import { findRun } from '../services/run-lookup.service.ts';
+import { removedByRetention, sendBytes, sendObject } from '../services/stored-object.service.ts';
 
 /** A minimal valid plan document for runs created without one, so task servers always have a plan to read. */
 function minimalPlan(terraformVersion: string): Record<string, unknown> {
@@ -24,10 +26,13 @@ function planJson(where: (ctx: ApiContext) => FilterQuery<Run>) {
           await ctx.state.em.findOne(Run, { $and: [where(ctx), { id: access.runId }] } as FilterQuery<Run>, { populate: ['workspace'] }),
         )
       : await findRun(ctx, 'runs:read', where(ctx));
+    // A reported plan: its bytes as reported, streamed from storage.
+    const key = run.planObject?.key;
+    if (key && (await sendObject(ctx, key, 'application/json'))) return;
+    if (key || run.planJsonSha256) throw removedByRetention("The run's plan JSON");
+    // A plan given at creation (plan-json, at most a JSON body's size), or the minimal one: serialized once, with its ETag.
     await ctx.state.em.populate(run, ['planJson']);
-    ctx.status = 200;
-    ctx.type = 'application/json';
-    ctx.body = run.planJson ?? minimalPlan(run.workspace.terraformVersion);
+    sendBytes(ctx, Buffer.from(JSON.stringify(run.planJson ?? minimalPlan(run.workspace.terraformVersion))), 'application/json');
   };
 }
 
@@ -39,7 +44,7 @@ export const planJsonRoutes: RouteDef[] = [
     auth: 'token-or-task',
     summary: "Download a plan's JSON output (by plan id)",
     response: { status: 200, content: 'json' },
-    handler: planJson((ctx) => ({ planId: ctx.params['plan_id'] ?? '' })),
+    handler: boundedDownload(planJson((ctx) => ({ planId: ctx.params['plan_id'] ?? '' }))),
   },
   {
     method: 'GET',
@@ -47,6 +52,6 @@ export const planJsonRoutes: RouteDef[] = [
     auth: 'token-or-task',
     summary: "Download a run's plan JSON output",
     response: { status: 200, content: 'json' },
-    handler: planJson((ctx) => ({ id: ctx.params['run_id'] ?? '' })),
+    handler: boundedDownload(planJson((ctx) => ({ id: ctx.params['run_id'] ?? '' }))),
   },
 ];

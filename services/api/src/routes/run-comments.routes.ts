@@ -31,7 +31,7 @@ async function list(ctx: ApiContext): Promise<void> {
 
 async function create(ctx: ApiContext): Promise<void> {
   const { attributes } = parseWith(createSchema, ctx.request.body).data;
-  const run = await findRun(ctx, 'runs:plan', runId(ctx));
+  const run = await findRun(ctx, 'runs:plan', runId(ctx), 'comment on it');
   const comment = await addRunComment(ctx.state.em, run.id, attributes.body, actorId(ctx.state.principal));
   respond(ctx, 201, single(serializeComment(comment)));
 }

@@ -6,11 +6,11 @@ import { poolOf, type ApiContext } from '../context.ts';
 import { uniqueResources, type Resource } from '../http/jsonapi.ts';
 import { serializeConfigurationVersion } from '../serializers/configuration-version.serializer.ts';
 import { serializeApply, serializePlan } from '../serializers/execution.serializer.ts';
-import { serializeActorUser } from '../serializers/run-attributes.serializer.ts';
 import { serializeTaskStage } from '../serializers/task-stage.serializer.ts';
 import { serializeWorkspace } from '../serializers/workspace.serializer.ts';
 import { tagNamesOf } from '../services/tag.service.ts';
 import { canOverrideTasks } from '../services/run-lookup.service.ts';
+import { includedActors } from './actor-includes.ts';
 
 /** What `include` may name on a run and on run lists (HCP's list, less cost estimates). */
 export const RUN_INCLUDES = ['task_stages', 'plan', 'apply', 'workspace', 'created_by', 'configuration_version'] as const;
@@ -83,7 +83,12 @@ export async function includedForRuns(
     ...(include.has('plan') ? runs.map(serializePlan) : []),
     ...(include.has('apply') ? runs.map(serializeApply) : []),
     ...(include.has('workspace') ? await includedWorkspaces(ctx, runs) : []),
-    ...(include.has('created_by') ? runs.flatMap((run) => serializeActorUser(run.createdBy) ?? []) : []),
+    ...(include.has('created_by')
+      ? await includedActors(
+          ctx,
+          runs.map((run) => run.createdBy),
+        )
+      : []),
     ...(include.has('configuration_version') ? await includedConfigurationVersions(ctx, runs) : []),
   ]);
 }

@@ -1,7 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { invalidParameter } from '@runtasks/shared/errors';
 import { Run } from '@runtasks/shared/db';
-import { RUN_OPERATIONS } from '@runtasks/shared/domain';
+import { RUN_OPERATIONS, RUN_STATUS_GROUPS, statusesOfGroup, type RunStatusGroup } from '@runtasks/shared/domain';
 
 type Query = Record<string, string | string[] | undefined>;
 
@@ -13,6 +13,15 @@ export const RUN_LIST_PARAMS = [
   'search[basic]',
   'search[user]',
   'search[commit]',
+] as const;
+
+/** The organization list's filters beyond the workspace list's (docs/go-tfe.md, "Runs"). */
+export const ORGANIZATION_RUN_LIST_PARAMS = [
+  ...RUN_LIST_PARAMS,
+  'filter[status_group]',
+  'filter[workspace_names]',
+  'filter[agent_pool_names]',
+  'filter[timeframe]',
 ] as const;
 
 /** The operation a run is filed under, in SQL: run-options.ts's runOperation, on the stored row. */
@@ -58,6 +67,42 @@ export function runListConditions(query: Query): { sql: string[]; params: unknow
     sql.push(`(id = ? or strpos(lower(message), lower(?)) > 0)`);
     params.push(basic, basic);
   }
+  return { sql, params };
+}
+
+/**
+ * The organization list's own filters as conditions on `runs` (unqualified columns; `?` placeholders):
+ * status group, workspace names, agent pools (none here: any matches no run), and HCP's timeframe, a
+ * year or `year` (the last twelve months, also when it is not given).
+ */
+export function organizationRunConditions(query: Query): { sql: string[]; params: unknown[] } {
+  const { sql, params } = runListConditions(query);
+  const groups = listParameter(query, 'filter[status_group]');
+  const unknownGroup = groups?.find((group) => !(RUN_STATUS_GROUPS as readonly string[]).includes(group));
+  if (unknownGroup !== undefined)
+    throw invalidParameter('filter[status_group]', `'${unknownGroup}' is not a status group; use one of ${RUN_STATUS_GROUPS.join(', ')}.`);
+  if (groups) {
+    sql.push('status in (select jsonb_array_elements_text(?::jsonb))');
+    params.push(JSON.stringify(groups.flatMap((group) => statusesOfGroup(group as RunStatusGroup))));
+  }
+  const workspaces = listParameter(query, 'filter[workspace_names]');
+  if (workspaces) {
+    sql.push(
+      'workspace_id in (select w.id from workspaces w where w.organization_id = runs.organization_id and w.name in (select jsonb_array_elements_text(?::jsonb)))',
+    );
+    params.push(JSON.stringify(workspaces));
+  }
+  if (listParameter(query, 'filter[agent_pool_names]')) sql.push('false');
+  const timeframe = listParameter(query, 'filter[timeframe]');
+  if (timeframe && timeframe.length > 1)
+    throw invalidParameter('filter[timeframe]', 'filter[timeframe] takes one value: a year, or `year`.');
+  const [frame = 'year'] = timeframe ?? [];
+  if (frame === 'year') sql.push(`created_at > now() - interval '1 year'`);
+  else if (/^\d{4}$/.test(frame)) {
+    sql.push(`extract(year from created_at at time zone 'UTC') = ?`);
+    params.push(Number(frame));
+  } else
+    throw invalidParameter('filter[timeframe]', `'${frame}' is not a timeframe; use a year (2026) or \`year\` for the last twelve months.`);
   return { sql, params };
 }
 

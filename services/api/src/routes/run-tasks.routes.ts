@@ -3,8 +3,10 @@ import { notFound } from '@runtasks/shared/errors';
 import { ENFORCEMENT_LEVELS, newId, RUN_STAGES } from '@runtasks/shared/domain';
 import { idList, RunTask, StatementShapes, WorkspaceTask, type Organization } from '@runtasks/shared/db';
 import { z } from 'zod';
+import { organizationsWhere } from '../auth/principal.ts';
 import { runTaskScope } from '../auth/run-task-scope.ts';
 import { poolOf, type ApiContext } from '../context.ts';
+import { audit } from '../services/audit.service.ts';
 import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
 import { single, type Resource } from '../http/jsonapi.ts';
@@ -139,6 +141,7 @@ async function create(ctx: ApiContext): Promise<void> {
   // Without the entitlement, global options are silently ignored (go-tfe's own test expects this).
   if (isGlobalEntitled(organization)) applyGlobalConfiguration(task, attributes['global-configuration']);
   await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
+  await audit(ctx, organization.id, { type: 'task', id: task.id }, 'create', attributes);
   const { data, included } = await render(ctx, [task], organization);
   respond(ctx, 201, single(data[0] as Resource, included));
 }
@@ -159,7 +162,7 @@ export function taskPageText(size: number): string {
   // average, so where a few tasks are attached to many workspaces every task of the page scanned it.
   return `with o as (
        select id, name, run_task_count, edition, global_run_tasks_enabled from organizations
-        where name = $1 and ($2::text is null or id = $2)),
+        where name = $1 and ($2::text[] is null or id = any($2::text[]))),
      page as (
        select rt.* from o cross join lateral (
          select * from run_tasks rt where rt.organization_id = o.id order by rt.created_at, rt.id limit ${size} offset (select $3::bigint)) rt),
@@ -181,10 +184,11 @@ type TaskPageRow = { organization_name: string; run_task_count: number; global_e
 async function listPlain(ctx: ApiContext, page: Page): Promise<void> {
   const principal = ctx.state.principal;
   // Not the caller's organization, or not their tasks: one and the same 404.
-  if (!runTaskScope(principal)) throw notFound();
+  const organizationIds = organizationsWhere(principal, (rights) => rights.owner || rights.manageRunTasks);
+  if (organizationIds?.length === 0) throw notFound();
   const rows = await TASK_PAGES.run<TaskPageRow>(await poolOf(ctx), taskPageText(page.size), [
     ctx.params['organization_name'] ?? '',
-    principal.kind === 'admin' ? null : principal.organizationId,
+    organizationIds,
     page.offset,
   ]);
   const first = orNotFound(rows[0]);
@@ -247,6 +251,7 @@ async function update(ctx: ApiContext): Promise<void> {
   if (nextKey !== currentKey) task.hmacKeyEncrypted = nextKey === null ? null : ctx.deps.secrets.encrypt(nextKey);
   if (isGlobalEntitled(task.organization)) applyGlobalConfiguration(task, attributes['global-configuration']);
   await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
+  await audit(ctx, task.organization.id, { type: 'task', id: task.id }, 'update', attributes);
   const { data, included } = await render(ctx, [task], task.organization);
   respond(ctx, 200, single(data[0] as Resource, included));
 }
@@ -255,6 +260,7 @@ async function destroy(ctx: ApiContext): Promise<void> {
   const task = await findTask(ctx);
   // Associations go with it (foreign key cascade); results keep their snapshot and finish.
   await ctx.state.em.nativeDelete(RunTask, { id: task.id });
+  await audit(ctx, task.organization.id, { type: 'task', id: task.id }, 'destroy', { name: task.name });
   respond(ctx, 204);
 }
 

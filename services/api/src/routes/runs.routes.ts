@@ -1,23 +1,40 @@
-import { invalidAttribute, notFound } from '@runtasks/shared/errors';
+import { invalidAttribute } from '@runtasks/shared/errors';
 import { queueStateAtCreation, type ExecutionMode, type RunAction } from '@runtasks/shared/domain';
-import { ConfigurationVersion, prepared, runPrepared } from '@runtasks/shared/db';
-import { admitAfterChange, createInQueue, plannableTasksUnion, queueBusySql, resultDeadlines, type TaskRow } from '@runtasks/shared/engine';
+import { ConfigurationVersion, prepared, Run, runPrepared } from '@runtasks/shared/db';
+import {
+  admitAfterChange,
+  createInQueue,
+  isIdempotencyKeyTaken,
+  plannableTasksUnion,
+  queueBusySql,
+  resultDeadlines,
+  type TaskRow,
+} from '@runtasks/shared/engine';
 import { issueCallbackToken } from '@runtasks/shared/security';
 import { z } from 'zod';
-import { actorId } from '../auth/actor.ts';
+import { actedBy, actorId } from '../auth/actor.ts';
 import { runPermissions, workspaceRights } from '../auth/permissions.ts';
 import { workspaceGrants } from '../auth/workspace-grants.ts';
 import { readableWorkspaceParams, workspaceAccessSql, WORKSPACE_ROW } from '../auth/scopes.ts';
 import { poolOf, type ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
-import { single } from '../http/jsonapi.ts';
-import { collection, parsePage } from '../http/pagination.ts';
+import { single, type Document, type Resource } from '../http/jsonapi.ts';
+import { collection, parsePage, uncountedCollection } from '../http/pagination.ts';
 import { serializeRun } from '../serializers/run.serializer.ts';
 import { runOptionAttributes, runOptionsFrom } from '../services/run-attributes.ts';
-import { applyRunAction, createRun, type RunPlace } from '../services/run.service.ts';
-import { includedForRuns, RUN_INCLUDES, stagesOf } from './run-includes.ts';
-import { findRunPage, RUN_LIST_PARAMS } from './run-list.ts';
+import { applyRunAction, createRun, waitingForRuns, type RunPlace } from '../services/run.service.ts';
+import {
+  checkReplay,
+  IDEMPOTENCY_KEY_HEADER,
+  idempotencyKeyOf,
+  MAX_IDEMPOTENCY_KEY_LENGTH,
+  requestFingerprint,
+} from '../services/idempotency.ts';
+import { includedForRuns, RUN_INCLUDES, stagesOf, type RunInclude } from './run-includes.ts';
+import { findRunPage, ORGANIZATION_RUN_LIST_PARAMS, RUN_LIST_PARAMS } from './run-list.ts';
+import { findOrganizationRunPage } from '../services/organization-runs.service.ts';
+import { findOrganization } from '../services/organization.service.ts';
 import { publicRequestUrl, respond, type RouteDef } from './define.ts';
 import {
   actionSchema,
@@ -32,8 +49,8 @@ import {
   WELL_FORMED,
 } from './schemas.ts';
 import { findRun } from '../services/run-lookup.service.ts';
-import { commentIdsOf, recordActionComment } from '../services/run-comment.service.ts';
-import { findWorkspace } from '../services/workspace.service.ts';
+import { commentIdsOf } from '../services/run-comment.service.ts';
+import { findWorkspace, missingRunsPermission } from '../services/workspace.service.ts';
 
 // Re-exported only for task-stages.routes.ts and executions.routes.ts until they import these from their new homes.
 export { canOverrideTasks, findRun } from '../services/run-lookup.service.ts';
@@ -122,10 +139,11 @@ async function plannableWorkspace(
 ): Promise<RunPlace & { autoApply: boolean; mayApply: boolean; busy: boolean; terraformVersion: string; tasks: TaskRow[] }> {
   const rows = await runPrepared<PlannableWorkspaceRow>(await poolOf(ctx), PLANNABLE_WORKSPACE, [
     workspaceId,
-    ...readableWorkspaceParams(ctx.state.principal),
+    // The same pair for both needs: neither reaches workspaces organization-wide.
+    ...readableWorkspaceParams(ctx.state.principal, 'runs:plan'),
   ]);
   const [first] = rows;
-  if (!first) throw notFound();
+  if (!first) return missingRunsPermission(ctx, 'runs:plan', { id: workspaceId }, 'queue runs in it');
   return {
     workspaceId: first.workspace_id,
     organizationId: first.organization_id,
@@ -139,9 +157,27 @@ async function plannableWorkspace(
   };
 }
 
+/**
+ * The run an earlier `POST /runs` with this Idempotency-Key created in the workspace, answered as it is
+ * now (200, `Idempotent-Replayed: true`); undefined where none did. 422 where that request's body differed.
+ */
+async function replayed(ctx: ApiContext, workspaceId: string, idempotency: { key: string; fingerprint: string }): Promise<boolean> {
+  const earlier = await ctx.state.em
+    .fork()
+    .findOne(Run, { workspace: workspaceId, idempotencyKey: idempotency.key }, { populate: ['workspace', 'organization'] });
+  if (!earlier) return false;
+  checkReplay(earlier, idempotency.fingerprint);
+  ctx.set('Idempotent-Replayed', 'true');
+  respond(ctx, 200, await runDocument(ctx, earlier, new Set()));
+  return true;
+}
+
 async function create(ctx: ApiContext): Promise<void> {
+  const key = idempotencyKeyOf(ctx.request.headers);
   const { attributes, relationships } = parseWith(createSchema, ctx.request.body).data;
   const place = await plannableWorkspace(ctx, relationships.workspace.data.id);
+  const idempotency = key === null ? null : { key, fingerprint: requestFingerprint(ctx.request.body) };
+  if (idempotency && (await replayed(ctx, place.workspaceId, idempotency))) return;
   // A run that applies itself is an apply: asking for one takes the permission to apply (the
   // workspace's own auto-apply setting is its administrators' choice, for every run queued there).
   if (attributes['auto-apply'] === true && !place.mayApply)
@@ -162,35 +198,76 @@ async function create(ctx: ApiContext): Promise<void> {
     configurationVersionId: configurationVersion?.id ?? null,
     createdBy: actorId(ctx.state.principal),
     options: runOptionsFrom(attributes, { planOnly, isDestroy, workspaceTerraformVersion: place.terraformVersion }),
+    idempotency,
   };
   const pool = await poolOf(ctx);
-  const { created, queue } = await createInQueue(queueStateAtCreation(input, place), (queue) =>
-    createRun(
-      pool,
-      place,
-      { ...input, queue },
-      place.tasks,
-      (resultId) => issueCallbackToken(ctx.deps.secrets, resultId),
-      resultDeadlines(ctx.deps.config),
-    ),
-  );
+  let creation;
+  try {
+    creation = await createInQueue(queueStateAtCreation(input, place), (queue) =>
+      createRun(
+        pool,
+        place,
+        { ...input, queue },
+        place.tasks,
+        (resultId) => issueCallbackToken(ctx.deps.secrets, resultId),
+        resultDeadlines(ctx.deps.config),
+      ),
+    );
+  } catch (error) {
+    // Another request with this key won the race: answered with its run, as a retry would be.
+    if (idempotency && isIdempotencyKeyTaken(error) && (await replayed(ctx, place.workspaceId, idempotency))) return;
+    throw error;
+  }
+  const { created, queue } = creation;
   const { run, stageIds, job } = created;
   // A run created waiting may be next already (the holder ended meanwhile): admitted now, not at the sweeper's pass.
   if (queue === 'queued') await admitAfterChange(pool, place.workspaceId, queue);
   // Committed: its job goes to the workers now, not on the relay's next poll (which publishes it too).
   ctx.deps.ops?.publishRunCreated?.(job);
-  respond(ctx, 201, single(serializeRun(run, stageIds, runPermissions(place.mayApply), [])));
+  const waiting = await waitingForRuns(pool, [{ ...run, queueState: queue }]);
+  respond(ctx, 201, single(serializeRun(run, stageIds, runPermissions(place.mayApply), [], waiting.get(run.id) ?? null)));
 }
 
-async function show(ctx: ApiContext): Promise<void> {
-  const include = parseInclude(ctx.query, RUN_INCLUDES);
-  const run = await findRun(ctx, 'runs:read', { id: ctx.params['run_id'] ?? '' });
+/** A run's own document as `GET /runs/:id` shows it: its stages, the caller's permissions, its comments, what it waits for. */
+async function runDocument(ctx: ApiContext, run: Run, include: ReadonlySet<RunInclude>): Promise<Document> {
   const stagesByRun = await stagesOf(ctx, [run]);
   const stageIds = (stagesByRun.get(run.id) ?? []).map((stage) => stage.id);
   const included = await includedForRuns(ctx, include, [run], stagesByRun);
   const permissions = runPermissions(await mayApplyIn(ctx, run.organization.id, run.workspace.id));
   const comments = await commentIdsOf(ctx.state.em, [run.id]);
-  respond(ctx, 200, single(serializeRun(run, stageIds, permissions, comments.get(run.id)), included));
+  const waiting = await waitingForRuns(await poolOf(ctx), [run]);
+  return single(serializeRun(run, stageIds, permissions, comments.get(run.id), waiting.get(run.id) ?? null), included);
+}
+
+async function show(ctx: ApiContext): Promise<void> {
+  const include = parseInclude(ctx.query, RUN_INCLUDES);
+  const run = await findRun(ctx, 'runs:read', { id: ctx.params['run_id'] ?? '' });
+  respond(ctx, 200, await runDocument(ctx, run, include));
+}
+
+/** A page of runs as lists show them, with what `include` asks for: a few queries for the whole page, none per run. */
+async function runListPage(
+  ctx: ApiContext,
+  runs: readonly Run[],
+  include: ReadonlySet<RunInclude>,
+  mayApply: (run: Run) => boolean,
+): Promise<{ resources: Resource[]; included: Resource[] }> {
+  const stages = await stagesOf(ctx, runs);
+  const comments = await commentIdsOf(
+    ctx.state.em,
+    runs.map((run) => run.id),
+  );
+  const waiting = await waitingForRuns(await poolOf(ctx), runs);
+  const resources = runs.map((run) =>
+    serializeRun(
+      run,
+      (stages.get(run.id) ?? []).map((stage) => stage.id),
+      runPermissions(mayApply(run)),
+      comments.get(run.id),
+      waiting.get(run.id) ?? null,
+    ),
+  );
+  return { resources, included: await includedForRuns(ctx, include, runs, stages) };
 }
 
 async function listForWorkspace(ctx: ApiContext): Promise<void> {
@@ -198,38 +275,59 @@ async function listForWorkspace(ctx: ApiContext): Promise<void> {
   const workspace = await findWorkspace(ctx, 'runs:read', { id: ctx.params['workspace_id'] ?? '' });
   const page = parsePage(ctx.query);
   const [runs, total] = await findRunPage(ctx.state.em, workspace.id, ctx.query, page);
-  const stages = await stagesOf(ctx, runs);
-  const permissions = runPermissions(await mayApplyIn(ctx, workspace.organization.id, workspace.id));
-  const comments = await commentIdsOf(
-    ctx.state.em,
-    runs.map((run) => run.id),
-  );
-  const resources = runs.map((run) =>
-    serializeRun(
-      run,
-      (stages.get(run.id) ?? []).map((stage) => stage.id),
-      permissions,
-      comments.get(run.id),
-    ),
-  );
-  const included = await includedForRuns(ctx, include, runs, stages);
+  const mayApply = await mayApplyIn(ctx, workspace.organization.id, workspace.id);
+  const { resources, included } = await runListPage(ctx, runs, include, () => mayApply);
   respond(ctx, 200, collection(resources, page, total, publicRequestUrl(ctx), included));
+}
+
+/**
+ * An organization's runs in the workspaces the caller reads (a team: those it has access to), with
+ * HCP's filters; pagination without totals, as HCP's (`next-page` only where a run lies past the page).
+ */
+async function listForOrganization(ctx: ApiContext): Promise<void> {
+  const include = parseInclude(ctx.query, RUN_INCLUDES);
+  const organization = await findOrganization(ctx);
+  const page = parsePage(ctx.query);
+  const { runs, hasNext } = await findOrganizationRunPage(ctx, organization.id, ctx.query, page);
+  const grants = await workspaceGrants(
+    ctx.state.em,
+    ctx.state.principal,
+    runs.map((run) => run.workspace.id),
+  );
+  const mayApply = (run: Run): boolean =>
+    workspaceRights(ctx.state.principal, organization.id, grants.get(run.workspace.id) ?? null).runs === 'apply';
+  const { resources, included } = await runListPage(ctx, runs, include, mayApply);
+  respond(ctx, 200, uncountedCollection(resources, page, hasNext, publicRequestUrl(ctx), included));
 }
 
 function action(name: RunAction) {
   return async (ctx: ApiContext): Promise<void> => {
     const body = parseWith(actionSchema, ctx.request.body);
-    const run = await findRun(ctx, 'runs:apply', { id: ctx.params['run_id'] ?? '' });
-    await applyRunAction(ctx.state.em, run, name, actorId(ctx.state.principal));
-    // As in HCP, the action's comment becomes a comment on the run, once the action has taken effect.
-    await recordActionComment(ctx.state.em, run.id, body?.comment, actorId(ctx.state.principal));
+    const run = await findRun(ctx, 'runs:apply', { id: ctx.params['run_id'] ?? '' }, `${name} it`);
+    // As in HCP, the action's comment becomes a comment on the run, recorded with the action.
+    await applyRunAction(ctx.state.em, run, name, actedBy(ctx.state.principal, body?.comment));
     // HCP answers run actions with 202 Accepted and no body.
     respond(ctx, 202);
   };
 }
 
 export const runRoutes: RouteDef[] = [
-  { method: 'POST', path: '/runs', auth: 'token', summary: 'Create a run in a workspace', requestSchema: createSchema, handler: create },
+  {
+    method: 'POST',
+    path: '/runs',
+    auth: 'token',
+    summary: 'Create a run in a workspace',
+    requestSchema: createSchema,
+    headers: [
+      {
+        name: IDEMPOTENCY_KEY_HEADER,
+        description: `Up to ${MAX_IDEMPOTENCY_KEY_LENGTH} visible ASCII characters, one per run a pipeline means to create (e.g. its CI run id and attempt). A request with a key that created a run in the workspace before answers 200 with that run as it is now (Idempotent-Replayed: true) instead of creating another; the same key with a different body is a 422.`,
+      },
+    ],
+    notes:
+      "A run waiting in its workspace's queue shows what it waits for in waiting-for (position, the run holding the workspace: id, status, since, created-by; a person's lock).",
+    handler: create,
+  },
   { method: 'GET', path: '/runs/:run_id', auth: 'token', summary: 'Show a run', query: { include: RUN_INCLUDES }, handler: show },
   {
     method: 'GET',
@@ -238,6 +336,16 @@ export const runRoutes: RouteDef[] = [
     summary: "List a workspace's runs",
     query: { page: true, include: RUN_INCLUDES, params: RUN_LIST_PARAMS },
     handler: listForWorkspace,
+  },
+  {
+    method: 'GET',
+    path: '/organizations/:organization_name/runs',
+    auth: 'token',
+    summary: "List an organization's runs (those in workspaces the caller reads)",
+    notes:
+      'Newest first. Pagination without totals, as HCP: meta.pagination has current-page, prev-page, next-page and page-size. filter[timeframe] defaults to the last twelve months.',
+    query: { page: true, include: RUN_INCLUDES, params: ORGANIZATION_RUN_LIST_PARAMS },
+    handler: listForOrganization,
   },
   {
     method: 'POST',

@@ -1,7 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { invalidAttribute, invalidParameter, notFound } from '@runtasks/shared/errors';
 import { Workspace } from '@runtasks/shared/db';
-import { scopedOrganizationId } from '../auth/principal.ts';
+import { organizationsWhere } from '../auth/principal.ts';
 import { canCreateWorkspaces, workspaceScope } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
@@ -95,7 +95,11 @@ async function deleteTags(ctx: ApiContext): Promise<void> {
 
 /** Every workspace must be one of the tag's organization the caller may manage, else a 422 naming the first that is not. */
 async function addTagToWorkspaces(ctx: ApiContext): Promise<void> {
-  const tag = await findTag(ctx.state.em, ctx.params['tag_id'] ?? '', scopedOrganizationId(ctx.state.principal) ?? null);
+  const tag = await findTag(
+    ctx.state.em,
+    ctx.params['tag_id'] ?? '',
+    organizationsWhere(ctx.state.principal, () => true),
+  );
   const manage = workspaceScope(ctx.state.principal, 'manage');
   if (!tag || !manage) throw notFound();
   const ids = parseWith(workspaceIdsDocument, ctx.request.body).data.map((workspace) => workspace.id);

@@ -3,6 +3,7 @@ import { notFound } from '@runtasks/shared/errors';
 import { columnList, DeliveryAttempt, prepared, runPrepared, TaskResult, TaskResultOutcome } from '@runtasks/shared/db';
 import { readableWorkspaceParams, readableWorkspaceSql, RUN_ROW, workspaceScope, type ScopeFilter } from '../auth/scopes.ts';
 import { poolOf, type ApiContext } from '../context.ts';
+import { parseInclude } from '../http/include.ts';
 import { single } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
 import { serializeDeliveryAttempt, serializeOutcome } from '../serializers/run-task.serializer.ts';
@@ -32,10 +33,14 @@ const READABLE_RESULT = prepared(
     where tr.id = $1 and ${readableWorkspaceSql(RUN_ROW, 2, 3)}`,
 );
 
+/** HCP documents no include for a task result (go-tfe's Read sends none): any asked for is a 400. */
+const SHOW_INCLUDES = [] as const;
+
 async function show(ctx: ApiContext): Promise<void> {
+  parseInclude(ctx.query, SHOW_INCLUDES);
   const [row] = await runPrepared<TaskResultRow>(await poolOf(ctx), READABLE_RESULT, [
     ctx.params['task_result_id'] ?? '',
-    ...readableWorkspaceParams(ctx.state.principal),
+    ...readableWorkspaceParams(ctx.state.principal, 'runs:read'),
   ]);
   respond(ctx, 200, single(serializeTaskResult(taskResultFromRow(orNotFound(row)))));
 }
@@ -69,7 +74,14 @@ async function showOutcome(ctx: ApiContext): Promise<void> {
 }
 
 export const taskResultRoutes: RouteDef[] = [
-  { method: 'GET', path: '/task-results/:task_result_id', auth: 'token', summary: 'Show a task result', handler: show },
+  {
+    method: 'GET',
+    path: '/task-results/:task_result_id',
+    auth: 'token',
+    summary: 'Show a task result',
+    query: { include: SHOW_INCLUDES },
+    handler: show,
+  },
   {
     method: 'GET',
     path: '/task-results/:task_result_id/outcomes',

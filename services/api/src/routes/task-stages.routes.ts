@@ -1,10 +1,11 @@
-import { notFound } from '@runtasks/shared/errors';
+import { forbidden } from '@runtasks/shared/errors';
 import { prepared, runPrepared, TaskResult, TaskStage } from '@runtasks/shared/db';
 import { RUN_STAGES } from '@runtasks/shared/domain';
 import { runPermissions, workspacePermissions, workspaceRights } from '../auth/permissions.ts';
 import { workspaceGrants } from '../auth/workspace-grants.ts';
 import { readableWorkspaceParams, readableWorkspaceSql, RUN_ROW } from '../auth/scopes.ts';
 import { poolOf, type ApiContext } from '../context.ts';
+import { audit } from '../services/audit.service.ts';
 import { parseWith } from '../http/body.ts';
 import { parseInclude } from '../http/include.ts';
 import { single, type Resource } from '../http/jsonapi.ts';
@@ -18,8 +19,9 @@ import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.t
 import { canOverrideTasks, findRun, findStage } from '../services/run-lookup.service.ts';
 import { overrideSchema } from './schemas.ts';
 import { overrideTaskStage } from '../services/task-stage.service.ts';
-import { commentIdsOf, recordActionComment } from '../services/run-comment.service.ts';
-import { actorId } from '../auth/actor.ts';
+import { commentIdsOf } from '../services/run-comment.service.ts';
+import { waitingForRuns } from '../services/run.service.ts';
+import { actedBy } from '../auth/actor.ts';
 
 const INCLUDES = ['run', 'run.workspace', 'task_results', 'policy_evaluations'] as const;
 type Include = (typeof INCLUDES)[number];
@@ -71,10 +73,13 @@ async function render(
       em,
       runs.map((run) => run.id),
     );
+    const waiting = await waitingForRuns(await poolOf(ctx), runs);
     for (const run of runs) {
       const stageIds = siblings.filter((other) => other.run.id === run.id).map((other) => other.id);
       const rights = workspaceRights(ctx.state.principal, run.organization.id, grants.get(run.workspace.id) ?? null);
-      included.push(serializeRun(run, stageIds, runPermissions(rights.runs === 'apply'), comments.get(run.id)));
+      included.push(
+        serializeRun(run, stageIds, runPermissions(rights.runs === 'apply'), comments.get(run.id), waiting.get(run.id) ?? null),
+      );
       if (include.has('run.workspace'))
         included.push(
           serializeWorkspace(run.workspace, run.organization.name, tagNames.get(run.workspace.id) ?? [], workspacePermissions(rights)),
@@ -103,7 +108,7 @@ type RunStageRow = { organization_id: string; result_ids: string } & (TaskStageR
 async function listForRunPlain(ctx: ApiContext, page: Page): Promise<void> {
   const rows = await runPrepared<RunStageRow>(await poolOf(ctx), READABLE_RUN_STAGES, [
     ctx.params['run_id'] ?? '',
-    ...readableWorkspaceParams(ctx.state.principal),
+    ...readableWorkspaceParams(ctx.state.principal, 'runs:read'),
   ]);
   const organizationId = orNotFound(rows[0]).organization_id;
   const permissions = { canOverrideTasks: canOverrideTasks(ctx.state.principal, organizationId) };
@@ -140,10 +145,18 @@ async function show(ctx: ApiContext): Promise<void> {
 async function override(ctx: ApiContext): Promise<void> {
   const body = parseWith(overrideSchema, ctx.request.body);
   const stage = await findStage(ctx);
-  if (!canOverrideTasks(ctx.state.principal, stage.run.organization.id)) throw notFound();
-  const overridden = await overrideTaskStage(ctx.state.em, stage);
-  // As in HCP, the override's comment becomes a comment on the run.
-  await recordActionComment(ctx.state.em, stage.run.id, body?.comment, actorId(ctx.state.principal));
+  // The caller reads the stage: naming what it lacks tells it nothing it could not see.
+  if (!canOverrideTasks(ctx.state.principal, stage.run.organization.id))
+    throw forbidden(
+      'This token may read the task stage but may not override it: that takes the organization\'s "manage policy overrides" permission.',
+    );
+  // As in HCP, the override's comment becomes a comment on the run, recorded with the override.
+  const overridden = await overrideTaskStage(ctx.state.em, stage, actedBy(ctx.state.principal, body?.comment));
+  await audit(ctx, stage.run.organization.id, { type: 'task_stage', id: stage.id }, 'override', {
+    run: stage.run.id,
+    stage: stage.stage,
+    comment: body?.comment ?? null,
+  });
   const results = await resultsOf(ctx, [stage.id]);
   const permissions = { canOverrideTasks: canOverrideTasks(ctx.state.principal, stage.run.organization.id) };
   const data = serializeTaskStage(

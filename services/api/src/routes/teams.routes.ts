@@ -1,7 +1,7 @@
 import type { FilterQuery } from '@mikro-orm/core';
 import { ApiError, invalidAttribute, invalidParameter } from '@runtasks/shared/errors';
 import { newId, TEAM_VISIBILITIES } from '@runtasks/shared/domain';
-import { OWNERS_TEAM_NAME, Team } from '@runtasks/shared/db';
+import { OWNERS_TEAM_NAME, Team, type OrganizationMembership } from '@runtasks/shared/db';
 import { z } from 'zod';
 import { principalsChanged } from '../auth/authenticate.ts';
 import { teamPermissions } from '../auth/permissions.ts';
@@ -11,6 +11,9 @@ import { parseWith } from '../http/body.ts';
 import { single } from '../http/jsonapi.ts';
 import { collection, parsePage } from '../http/pagination.ts';
 import { serializeTeam } from '../serializers/team.serializer.ts';
+import { serializeMembership, serializeUser } from '../serializers/user.serializer.ts';
+import { membersOfTeams } from '../services/users.service.ts';
+import { parseInclude } from '../http/include.ts';
 import { orNotFound, publicRequestUrl, respond, uniqueAs, type RouteDef } from './define.ts';
 import { findOrganization } from '../services/organization.service.ts';
 import { flexibleBoolean, noRelationships, resourceDocument, safeText } from './schemas.ts';
@@ -51,8 +54,19 @@ function refuseOwnersChange(team: Team, attributes: z.output<typeof updateSchema
   }
 }
 
-const withPermissions = (ctx: ApiContext, team: Team, organization: { id: string; name: string }) =>
-  serializeTeam(team, organization.name, teamPermissions(ctx.state.principal, organization.id, team.isOwners));
+/** A team's document: `members` where it may have some (a new team has none). */
+const withPermissions = (
+  ctx: ApiContext,
+  team: Team,
+  organization: { id: string; name: string },
+  members: readonly OrganizationMembership[] = [],
+) =>
+  serializeTeam(team, organization.name, teamPermissions(ctx.state.principal, organization.id, team.isOwners), {
+    userIds: members.map((member) => member.user.id),
+    membershipIds: members.map((member) => member.id),
+  });
+
+const TEAM_INCLUDES = ['users', 'organization_memberships'] as const;
 
 /** Teams are managed by owners only; the team is loaded with its organization in one scoped query. */
 async function findTeam(ctx: ApiContext): Promise<Team> {
@@ -107,11 +121,15 @@ async function list(ctx: ApiContext): Promise<void> {
     limit: page.size,
     offset: page.offset,
   });
+  const members = await membersOfTeams(
+    ctx.state.em,
+    teams.map((team) => team.id),
+  );
   respond(
     ctx,
     200,
     collection(
-      teams.map((team) => withPermissions(ctx, team, organization)),
+      teams.map((team) => withPermissions(ctx, team, organization, members.get(team.id))),
       page,
       total,
       publicRequestUrl(ctx),
@@ -119,9 +137,18 @@ async function list(ctx: ApiContext): Promise<void> {
   );
 }
 
+/** `include=users` and `include=organization-memberships` list the members, as go-tfe's TeamMembers reads them. */
 async function show(ctx: ApiContext): Promise<void> {
+  const include = parseInclude(ctx.query, TEAM_INCLUDES);
   const team = await findTeam(ctx);
-  respond(ctx, 200, single(withPermissions(ctx, team, team.organization)));
+  const members = (await membersOfTeams(ctx.state.em, [team.id])).get(team.id) ?? [];
+  const included = [
+    ...(include.has('users') ? members.map((member) => serializeUser(member.user, false)) : []),
+    ...(include.has('organization_memberships')
+      ? members.map((member) => serializeMembership(member, team.organization.name, [team.id]))
+      : []),
+  ];
+  respond(ctx, 200, single(withPermissions(ctx, team, team.organization, members), included.length > 0 ? included : undefined));
 }
 
 async function update(ctx: ApiContext): Promise<void> {
@@ -133,7 +160,8 @@ async function update(ctx: ApiContext): Promise<void> {
   await uniqueAs('/data/attributes/name', 'name', () => ctx.state.em.flush());
   // Its tokens' permissions may have changed.
   principalsChanged(ctx);
-  respond(ctx, 200, single(withPermissions(ctx, team, team.organization)));
+  const members = (await membersOfTeams(ctx.state.em, [team.id])).get(team.id);
+  respond(ctx, 200, single(withPermissions(ctx, team, team.organization, members)));
 }
 
 async function destroy(ctx: ApiContext): Promise<void> {
@@ -161,7 +189,14 @@ export const teamRoutes: RouteDef[] = [
     query: { page: true, params: ['filter[names]', 'q'] },
     handler: list,
   },
-  { method: 'GET', path: '/teams/:team_id', auth: 'token', summary: 'Show a team', handler: show },
+  {
+    method: 'GET',
+    path: '/teams/:team_id',
+    auth: 'token',
+    summary: 'Show a team',
+    query: { include: TEAM_INCLUDES },
+    handler: show,
+  },
   { method: 'PATCH', path: '/teams/:team_id', auth: 'token', summary: 'Update a team', requestSchema: updateSchema, handler: update },
   { method: 'DELETE', path: '/teams/:team_id', auth: 'token', summary: 'Delete a team', handler: destroy },
 ];

@@ -5,27 +5,32 @@ import { principalsChanged } from '../auth/authenticate.ts';
 import { ownerOrganizationScope } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
 import { single } from '../http/jsonapi.ts';
-import { collection, parsePage } from '../http/pagination.ts';
-import { serializeToken } from '../serializers/token.serializer.ts';
+import { parsePage } from '../http/pagination.ts';
+import { serializeToken, tokenCollection } from '../serializers/token.serializer.ts';
 import { orNotFound, publicRequestUrl, respond, type RouteDef } from './define.ts';
 import { findOrganization } from '../services/organization.service.ts';
 
 /**
- * Organization and team tokens by id (`/authentication-tokens/:id`) and an organization's team tokens,
- * as go-tfe's TeamTokens reads them. Only active tokens; only for callers with owner rights on the
- * token's organization (anyone else gets the same 404 as for a token that does not exist).
+ * Tokens by id (`/authentication-tokens/:id`) and an organization's team tokens, as go-tfe's
+ * TeamTokens and UserTokens read them. Only active tokens; organization and team tokens only for
+ * callers with owner rights on the token's organization, user tokens only for their user and the site
+ * admin (anyone else gets the same 404 as for a token that does not exist).
  */
 function activeTokenById(ctx: ApiContext): FilterQuery<ApiToken> | null {
-  const scope = ownerOrganizationScope(ctx.state.principal);
-  if (!scope) return null;
-  return {
-    id: ctx.params['token_id'] ?? '',
-    revokedAt: null,
-    $or: [
-      { kind: 'organization', organization: scope },
-      { kind: 'team', team: { organization: scope } },
-    ],
-  } as FilterQuery<ApiToken>;
+  const principal = ctx.state.principal;
+  const scope = ownerOrganizationScope(principal);
+  const reach: Record<string, unknown>[] = scope
+    ? [
+        { kind: 'organization', organization: scope },
+        { kind: 'team', team: { organization: scope } },
+      ]
+    : [];
+  // User tokens: a person's own, and every one for the site admin.
+  const self = principal.kind === 'user' || principal.kind === 'admin' ? principal.userId : undefined;
+  if (principal.kind === 'admin') reach.push({ kind: 'user' });
+  else if (self) reach.push({ kind: 'user', user: self });
+  if (reach.length === 0) return null;
+  return { id: ctx.params['token_id'] ?? '', revokedAt: null, $or: reach } as FilterQuery<ApiToken>;
 }
 
 async function show(ctx: ApiContext): Promise<void> {
@@ -70,16 +75,7 @@ async function listTeamTokens(ctx: ApiContext): Promise<void> {
     limit: page.size,
     offset: page.offset,
   });
-  respond(
-    ctx,
-    200,
-    collection(
-      tokens.map((token) => serializeToken(token)),
-      page,
-      total,
-      publicRequestUrl(ctx),
-    ),
-  );
+  respond(ctx, 200, tokenCollection(tokens, page, total, publicRequestUrl(ctx)));
 }
 
 export const tokenIdRoutes: RouteDef[] = [
@@ -87,14 +83,14 @@ export const tokenIdRoutes: RouteDef[] = [
     method: 'GET',
     path: '/authentication-tokens/:token_id',
     auth: 'token',
-    summary: 'Show an organization or team token by id',
+    summary: 'Show an organization, team or user token by id',
     handler: show,
   },
   {
     method: 'DELETE',
     path: '/authentication-tokens/:token_id',
     auth: 'token',
-    summary: 'Revoke an organization or team token by id',
+    summary: 'Revoke an organization, team or user token by id',
     handler: revoke,
   },
   {

@@ -99,11 +99,11 @@ export async function listWorkspaces(ctx: ApiContext): Promise<void> {
   const order = sortOf(query);
   const where = filters(query);
   const organization = await findOrganization(ctx);
-  const [scopeOrganization, team] = readableWorkspaceParams(ctx.state.principal);
+  const [scopeOrganization, team] = readableWorkspaceParams(ctx.state.principal, 'read');
   const base = `from workspaces w
     left join lateral (select r.created_at, r.status from runs r where r.workspace_id = w.id and not r.plan_only
                         order by r.created_at desc, r.id desc limit 1) cr on true
-   where w.organization_id = $1 and ${workspaceAccessSql(WORKSPACE_ROW, 2, 3)} ${where.sql.map((condition) => `and ${condition}`).join(' ')}`;
+   where w.organization_id = $1 and ${workspaceAccessSql(WORKSPACE_ROW, 2, 3, 'read')} ${where.sql.map((condition) => `and ${condition}`).join(' ')}`;
   const params = [organization.id, scopeOrganization, team, ...where.values];
   const pool = await poolOf(ctx);
   const count = await pool.query<{ total: number }>(`select count(*)::int as total ${base}`, params);

@@ -4,12 +4,13 @@ import { isForceCancelable, type LockDecision, type LockOwner } from '@runtasks/
 import { z } from 'zod';
 import type { Principal } from '../auth/principal.ts';
 import { poolOf, type ApiContext } from '../context.ts';
+import { audit } from '../services/audit.service.ts';
 import { parseWith } from '../http/body.ts';
 import { single, type Resource } from '../http/jsonapi.ts';
 import { respond, type RouteDef } from './define.ts';
-import { actorId } from '../auth/actor.ts';
+import { actedBy } from '../auth/actor.ts';
 import { findRun } from '../services/run-lookup.service.ts';
-import { recordActionComment } from '../services/run-comment.service.ts';
+import { recordForceCancel } from '../services/run.service.ts';
 import { findWorkspace } from '../services/workspace.service.ts';
 import { actionSchema, safeText } from './schemas.ts';
 import { workspaceDocuments } from './workspace-documents.ts';
@@ -26,7 +27,7 @@ const noBodySchema = z.object({}).optional();
 
 /**
  * Who a lock is taken for: a team token's team; the organization token (and the owners team's token,
- * which acts as it) for the organization's owners team; the site admin as a user. A lock is taken off
+ * which acts as it) for the organization's owners team; a person or the site admin as a user. A lock is taken off
  * by the one it was taken for, or by force-unlock.
  */
 async function lockOwner(ctx: ApiContext, principal: Principal): Promise<LockOwner> {
@@ -38,7 +39,11 @@ async function lockOwner(ctx: ApiContext, principal: Principal): Promise<LockOwn
     // An organization without an owners team (see the owners-team migration) locks as its token, a user of its own.
     return rows[0] ? { kind: 'teams', id: rows[0].id } : { kind: 'users', id: principal.tokenId };
   }
-  return { kind: 'users', id: principal.tokenId };
+  // A person locks as themself; the site admin (ADMIN_TOKEN) as its token.
+  if (principal.kind === 'user') return { kind: 'users', id: principal.userId };
+  // A pipeline locks as the service user of its trust rule.
+  if (principal.kind === 'pipeline') return { kind: 'users', id: principal.tokenId };
+  return { kind: 'users', id: principal.userId ?? principal.tokenId };
 }
 
 /** A refused lock or unlock: 409, with HCP's wording (go-tfe reads "is locked by Run/Team/User" from it). */
@@ -48,43 +53,44 @@ const byId = (ctx: ApiContext) => ({ id: ctx.params['workspace_id'] ?? '' });
 
 async function lock(ctx: ApiContext): Promise<void> {
   const body = parseWith(lockSchema, ctx.request.body);
-  const workspace = await findWorkspace(ctx, 'runs:apply', byId(ctx));
+  const workspace = await findWorkspace(ctx, 'runs:apply', byId(ctx), 'lock it');
   const owner = await lockOwner(ctx, ctx.state.principal);
   const decision = await lockWorkspace(await poolOf(ctx), workspace.id, owner, body?.reason ?? '');
   if (!decision.ok) throw refused(decision, 'workspace already locked');
+  await audit(ctx, workspace.organization.id, { type: 'workspace', id: workspace.id }, 'lock', { reason: body?.reason ?? null });
   respond(ctx, 200, single((await workspaceDocuments(ctx, [workspace])).data[0] as Resource));
 }
 
 function unlock(force: boolean) {
   return async (ctx: ApiContext): Promise<void> => {
     parseWith(noBodySchema, ctx.request.body);
-    const workspace = await findWorkspace(ctx, force ? 'manage' : 'runs:apply', byId(ctx));
+    const workspace = await findWorkspace(ctx, force ? 'manage' : 'runs:apply', byId(ctx), 'unlock it');
     const caller = await lockOwner(ctx, ctx.state.principal);
     const decision = await unlockWorkspace(await poolOf(ctx), workspace.id, caller, force);
     if (!decision.ok) throw refused(decision, decision.lockedBy ? 'workspace locked' : 'workspace already unlocked');
+    await audit(ctx, workspace.organization.id, { type: 'workspace', id: workspace.id }, force ? 'force_unlock' : 'unlock');
     respond(ctx, 200, single((await workspaceDocuments(ctx, [workspace])).data[0] as Resource));
   };
 }
 
 async function forceExecuteRun(ctx: ApiContext): Promise<void> {
   const body = parseWith(actionSchema, ctx.request.body);
-  const run = await findRun(ctx, 'runs:apply', { id: ctx.params['run_id'] ?? '' });
-  const outcome = await forceExecute(await poolOf(ctx), run.id);
+  const run = await findRun(ctx, 'runs:apply', { id: ctx.params['run_id'] ?? '' }, 'force-execute it');
+  const outcome = await forceExecute(await poolOf(ctx), run.id, actedBy(ctx.state.principal, body?.comment));
   if (!outcome.ok) throw conflict(outcome.detail, 'transition not allowed');
-  await recordActionComment(ctx.state.em, run.id, body?.comment, actorId(ctx.state.principal));
   respond(ctx, 202);
 }
 
 async function forceCancelRun(ctx: ApiContext): Promise<void> {
   const body = parseWith(actionSchema, ctx.request.body);
-  const run = await findRun(ctx, 'runs:apply', { id: ctx.params['run_id'] ?? '' });
+  const run = await findRun(ctx, 'runs:apply', { id: ctx.params['run_id'] ?? '' }, 'force-cancel it');
   // A cancel here ends the run in its own transaction: nothing is ever left for force-cancel to end.
   if (!isForceCancelable(run))
     throw conflict(
       `A run can be force-canceled only after a cancel that has not taken effect; a cancel ends a run at once here (this one is ${run.status}).`,
       'transition not allowed',
     );
-  await recordActionComment(ctx.state.em, run.id, body?.comment, actorId(ctx.state.principal));
+  await recordForceCancel(ctx.state.em, run.id, actedBy(ctx.state.principal, body?.comment));
   respond(ctx, 202);
 }
 

@@ -2,6 +2,7 @@ import type { FilterQuery } from '@mikro-orm/core';
 import { ENFORCEMENT_LEVELS, newId, RUN_STAGES, type RunStage } from '@runtasks/shared/domain';
 import { RunTask, WorkspaceTask, type Workspace } from '@runtasks/shared/db';
 import { z } from 'zod';
+import { audit } from '../services/audit.service.ts';
 import type { ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
 import { single } from '../http/jsonapi.ts';
@@ -60,6 +61,12 @@ async function create(ctx: ApiContext): Promise<void> {
     stages: stagesFrom(attributes) ?? DEFAULT_STAGES,
   });
   await uniqueAs('/data/relationships/task', 'task', () => ctx.state.em.flush());
+  await audit(ctx, workspace.organization.id, { type: 'workspace_task', id: association.id }, 'create', {
+    workspace: workspace.id,
+    task: task.id,
+    'enforcement-level': association.enforcementLevel,
+    stages: association.stages,
+  });
   respond(ctx, 201, single(serializeWorkspaceTask(association)));
 }
 
@@ -81,16 +88,33 @@ async function show(ctx: ApiContext): Promise<void> {
 async function update(ctx: ApiContext): Promise<void> {
   const association = await findAssociation(ctx);
   const { attributes } = parseWith(updateSchema, ctx.request.body).data;
+  const before = { 'enforcement-level': association.enforcementLevel, stages: association.stages };
   if (attributes['enforcement-level'] !== undefined) association.enforcementLevel = attributes['enforcement-level'];
   const stages = stagesFrom(attributes);
   if (stages !== undefined) association.stages = stages;
   await ctx.state.em.flush();
+  // An enforcement change is its own action in the trail, as HCP's; the stages are an update.
+  const enforcementChanged = before['enforcement-level'] !== association.enforcementLevel;
+  await audit(
+    ctx,
+    association.workspace.organization.id,
+    { type: 'workspace_task', id: association.id },
+    enforcementChanged ? 'change_enforcement' : 'update',
+    {
+      workspace: association.workspace.id,
+      before,
+      after: { 'enforcement-level': association.enforcementLevel, stages: association.stages },
+    },
+  );
   respond(ctx, 200, single(serializeWorkspaceTask(association)));
 }
 
 async function destroy(ctx: ApiContext): Promise<void> {
   const association = await findAssociation(ctx);
   await ctx.state.em.nativeDelete(WorkspaceTask, { id: association.id });
+  await audit(ctx, association.workspace.organization.id, { type: 'workspace_task', id: association.id }, 'destroy', {
+    workspace: association.workspace.id,
+  });
   respond(ctx, 204);
 }
 

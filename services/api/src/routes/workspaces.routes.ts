@@ -4,6 +4,7 @@ import { newId } from '@runtasks/shared/domain';
 import { inLongTransaction, Workspace } from '@runtasks/shared/db';
 import { canCreateWorkspaces } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
+import { audit } from '../services/audit.service.ts';
 import { parseWith } from '../http/body.ts';
 import { single, type Document } from '../http/jsonapi.ts';
 import { parseWorkspaceIncludes, WORKSPACE_INCLUDES, workspaceDocuments, type WorkspaceInclude } from './workspace-documents.ts';
@@ -67,6 +68,7 @@ async function create(ctx: ApiContext): Promise<void> {
   await save(ctx, async () => {
     if (tags) await linkTags(ctx.state.em, organization.id, [workspace.id], tags);
   });
+  await audit(ctx, organization.id, { type: 'workspace', id: workspace.id }, 'create', { name: workspace.name });
   respond(ctx, 201, await documentFor(ctx, workspace));
 }
 

@@ -17,6 +17,8 @@ export type ExecutionView = Pick<
   | 'resourceDestructions'
   | 'resourceImports'
   | 'executionError'
+  | 'planJsonSha256'
+  | 'planFileSha256'
 >;
 
 const counts = (run: ExecutionView, shown: boolean): Record<string, number> => ({
@@ -26,7 +28,11 @@ const counts = (run: ExecutionView, shown: boolean): Record<string, number> => (
   'resource-imports': shown ? run.resourceImports : 0,
 });
 
-/** A run's plan in HCP's `plans` shape (what go-tfe's Plan reads): counts once it finished. */
+/**
+ * A run's plan in HCP's `plans` shape (what go-tfe's Plan reads): counts once it finished. Beyond HCP's:
+ * the SHA-256 of the plan JSON the pipeline reported and of its binary plan file (where given), so a
+ * pipeline can refuse to apply a plan file other than the one checked; null before a plan was reported.
+ */
 export function serializePlan(run: ExecutionView): Resource {
   const status = planStatus(run);
   const finished = status === 'finished';
@@ -40,6 +46,8 @@ export function serializePlan(run: ExecutionView): Resource {
       ...counts(run, finished),
       'execution-details': { mode: run.executionMode },
       'error-message': status === 'errored' ? run.executionError : null,
+      'plan-json-sha256': run.planJsonSha256 ?? null,
+      'plan-file-sha256': run.planFileSha256 ?? null,
       // No logs are kept: a local run's log stays in its pipeline.
       'log-read-url': null,
     },

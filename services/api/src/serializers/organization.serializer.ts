@@ -50,7 +50,8 @@ export function serializeOrganization(organization: Organization, permissions?: 
   };
 }
 
-export function serializeEntitlementSet(organization: Organization): Resource {
+/** `sso`: whether the site has single sign-on for the run pages (OIDC_ISSUER is set). */
+export function serializeEntitlementSet(organization: Organization, sso: boolean): Resource {
   const free = organization.edition === 'free';
   return {
     id: organization.id,
@@ -64,10 +65,13 @@ export function serializeEntitlementSet(organization: Organization): Resource {
       'private-run-tasks': false,
       teams: true,
       operations: true,
-      'state-storage': true,
+      // No state versions here (they answer 404): claiming storage would send clients to a missing API.
+      'state-storage': false,
+      // The audit trail (GET /organization/audit-trail) is served for every organization.
+      'audit-logging': true,
+      sso,
       // HCP's other entitlements: features this service does not have.
       agents: false,
-      'audit-logging': false,
       'configuration-designer': false,
       'cost-estimation': false,
       'module-tests-generation': false,
@@ -76,7 +80,6 @@ export function serializeEntitlementSet(organization: Organization): Resource {
       'private-vcs': false,
       'self-serve-billing': false,
       sentinel: false,
-      sso: false,
       'usage-reporting': false,
       'user-limit': null,
       'vcs-integrations': false,

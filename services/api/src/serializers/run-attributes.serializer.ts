@@ -45,7 +45,8 @@ export function runActorRelationships(run: RunAttributeSource): Record<string, R
 /** The service user behind an actor id (`include=created_by`), or null when the id names none. */
 export function serializeActorUser(userId: string | null | undefined): Resource | null {
   const actor = parseActor(userId);
-  if (!actor || !userId) return null;
+  // A person is included as the users routes show them (routes/actor-includes.ts), not as a service user.
+  if (!actor || actor.kind === 'user' || !userId) return null;
   return {
     id: userId,
     type: 'users',

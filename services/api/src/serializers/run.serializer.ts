@@ -1,4 +1,12 @@
-import { forceCancelAvailableAt, isForceCancelable, planStatus, runActionSubject, runActionTarget } from '@runtasks/shared/domain';
+import {
+  forceCancelAvailableAt,
+  isForceCancelable,
+  planStatus,
+  runActionSubject,
+  runActionTarget,
+  type WaitingFor,
+} from '@runtasks/shared/domain';
+import { actorUsername, parseActor } from '../auth/actor.ts';
 import { type Run } from '@runtasks/shared/db';
 import type { Permissions } from '../auth/permissions.ts';
 import { selfLink, timestamp, toMany, toOne, type Resource } from '../http/jsonapi.ts';
@@ -27,14 +35,40 @@ export type RunView = Pick<
 > & { workspace: { id: string } };
 
 /**
+ * `waiting-for` (not HCP's): what a run waiting in its workspace's queue waits for, null for one that
+ * does not wait. The holder's `since` is when it began to hold the workspace; `created-by` names who
+ * queued it, as a user id and that user's name.
+ */
+function waitingForAttribute(waiting: WaitingFor | null): Record<string, unknown> | null {
+  if (!waiting) return null;
+  const { run, lock } = waiting;
+  const actor = parseActor(run?.createdBy);
+  return {
+    position: waiting.position,
+    run: run && {
+      id: run.id,
+      status: run.status,
+      since: run.since,
+      'created-by': actor ? run.createdBy : null,
+      // A person's name takes a lookup this serializer does not make: their id says who it is.
+      'created-by-username': actor && actor.kind !== 'user' ? actorUsername(actor) : null,
+      message: run.message,
+    },
+    lock: lock && { type: lock.kind, id: lock.id, reason: lock.reason },
+  };
+}
+
+/**
  * `permissions` are the caller's (left out in included resources); `commentIds`, the run's comments
- * where the run's own document is shown (left out, not shown empty, where they were not read).
+ * where the run's own document is shown (left out, not shown empty, where they were not read); likewise
+ * `waiting`, what it waits for in its workspace's queue (`waiting-for`).
  */
 export function serializeRun(
   run: RunView,
   taskStageIds: readonly string[],
   permissions?: Permissions,
   commentIds?: readonly string[],
+  waiting?: WaitingFor | null,
 ): Resource {
   const subject = runActionSubject(run);
   return {
@@ -60,6 +94,7 @@ export function serializeRun(
         'is-force-cancelable': isForceCancelable(run),
       },
       ...runOptionAttributes(run),
+      ...(waiting !== undefined && { 'waiting-for': waitingForAttribute(waiting) }),
       ...(permissions && { permissions }),
     },
     relationships: {

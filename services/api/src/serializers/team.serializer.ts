@@ -1,17 +1,23 @@
 import type { Team, TeamWorkspace } from '@runtasks/shared/db';
 import type { Permissions } from '../auth/permissions.ts';
-import { selfLink, timestamp, toOne, type Resource } from '../http/jsonapi.ts';
+import { selfLink, timestamp, toMany, toOne, type Resource } from '../http/jsonapi.ts';
 import { organizationAccessOf } from '../routes/team-organization-access.ts';
 
-/** `permissions` are the caller's. */
-export function serializeTeam(team: Team, organizationName: string, permissions?: Permissions): Resource {
+/** A team's members: their user ids and organization membership ids, in one order. */
+export interface TeamMembers {
+  userIds: readonly string[];
+  membershipIds: readonly string[];
+}
+
+/** `permissions` are the caller's; `members`, where known, give `users-count` and the `users` and `organization-memberships` relationships. */
+export function serializeTeam(team: Team, organizationName: string, permissions?: Permissions, members?: TeamMembers): Resource {
   return {
     id: team.id,
     type: 'teams',
     attributes: {
       name: team.name,
       visibility: team.visibility,
-      'users-count': 0,
+      'users-count': members?.userIds.length ?? 0,
       'organization-access': organizationAccessOf(team),
       'sso-team-id': team.ssoTeamId ?? null,
       'allow-member-token-management': team.allowMemberTokenManagement,
@@ -20,7 +26,13 @@ export function serializeTeam(team: Team, organizationName: string, permissions?
       'updated-at': timestamp(team.updatedAt),
       ...(permissions && { permissions }),
     },
-    relationships: { organization: toOne('organizations', organizationName) },
+    relationships: {
+      organization: toOne('organizations', organizationName),
+      ...(members && {
+        users: toMany('users', members.userIds),
+        'organization-memberships': toMany('organization-memberships', members.membershipIds),
+      }),
+    },
     links: selfLink(`/teams/${team.id}`),
   };
 }

@@ -21,13 +21,13 @@ export async function consumerPage(
   workspace: Workspace,
   page: Page,
 ): Promise<{ ids: string[]; total: number }> {
-  const [organization, team] = readableWorkspaceParams(principal);
+  const [organization, team] = readableWorkspaceParams(principal, 'read');
   const params: unknown[] = [workspace.id, organization, team];
   // With global-remote-state on, every other workspace of the organization is a consumer (HCP lists them so).
   const base = workspace.globalRemoteState
     ? `from workspaces w where w.organization_id = $${params.push(workspace.organization.id)} and w.id <> $1`
     : `from workspace_remote_state_consumers c join workspaces w on w.id = c.consumer_id where c.workspace_id = $1`;
-  const where = `${base} and ${workspaceAccessSql(WORKSPACE_ROW, 2, 3)}`;
+  const where = `${base} and ${workspaceAccessSql(WORKSPACE_ROW, 2, 3, 'read')}`;
   const count = await pool.query<{ total: number }>(`select count(*)::int as total ${where}`, params);
   const rows = await pool.query<{ id: string }>(
     `select w.id ${where} order by w.name, w.id limit $${params.length + 1} offset $${params.length + 2}`,

@@ -1,8 +1,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { FilterQuery } from '@mikro-orm/core';
 import { notFound } from '@runtasks/shared/errors';
-import { RunComment } from '@runtasks/shared/db';
-import { newId } from '@runtasks/shared/domain';
+import { nativePool, RunComment } from '@runtasks/shared/db';
+import { recordRunEvent } from '@runtasks/shared/engine';
 import { workspaceScope } from '../auth/scopes.ts';
 import type { ApiContext } from '../context.ts';
 
@@ -12,25 +12,14 @@ export type CommentView = { id: string; body: string; createdAt: Date; run: { id
 /** Comments are shown oldest first, as HCP lists them; the id breaks ties within one instant. */
 const ORDER = { createdAt: 'asc', id: 'asc' } as const;
 
-/** Stores a comment on a run (the caller has found the run with the right it needs). */
-export async function addRunComment(em: EntityManager, runId: string, body: string, createdBy: string): Promise<CommentView> {
-  const comment = { id: newId('comment'), body, createdAt: new Date() };
-  // A native insert: the unit of work may hold the run just acted on, which must not be flushed here.
-  await em.insert(RunComment, { ...comment, run: runId, createdBy });
-  return { ...comment, run: { id: runId } };
-}
-
 /**
- * Stores the comment given to a run action or a stage override, once the action has taken effect: as in
- * HCP, it becomes a comment on the run. An absent, null or empty comment stores nothing.
+ * Stores a comment on a run (the caller has found the run with the right it needs), with its
+ * `commented` run event, in one statement of the engine's. The comments given to run actions and
+ * stage overrides are stored by the engine with those actions.
  */
-export async function recordActionComment(
-  em: EntityManager,
-  runId: string,
-  comment: string | null | undefined,
-  createdBy: string,
-): Promise<void> {
-  if (comment) await addRunComment(em, runId, comment, createdBy);
+export async function addRunComment(em: EntityManager, runId: string, body: string, createdBy: string): Promise<CommentView> {
+  const event = await recordRunEvent(await nativePool(em), runId, { action: 'commented', actorId: createdBy, comment: body });
+  return { id: event.commentId ?? '', body, createdAt: event.createdAt, run: { id: runId } };
 }
 
 /** The comments' ids of each run, oldest first: one query for a page of runs. */

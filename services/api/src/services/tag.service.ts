@@ -163,15 +163,15 @@ export function organizationTags(
   return tagPage(em, where, [organizationId, q ?? null, likePattern(q ?? ''), excludeWorkspaceId ?? ''], page);
 }
 
-/** The tag with this id, in the organization given (null: in any, for the site admin). */
+/** The tag with this id, in one of the organizations given (null: in any, for the site admin). */
 export async function findTag(
   em: EntityManager,
   tagId: string,
-  organizationId: string | null,
+  organizationIds: readonly string[] | null,
 ): Promise<{ id: string; organization_id: string } | undefined> {
   const rows = await em.execute<{ id: string; organization_id: string }[]>(
-    'select id, organization_id from tags where id = ? and (?::text is null or organization_id = ?)',
-    [tagId, organizationId, organizationId],
+    `select id, organization_id from tags where id = ? and (?::jsonb is null or organization_id in (${ELEMENTS}))`,
+    [tagId, organizationIds && json(organizationIds), organizationIds && json(organizationIds)],
   );
   return rows[0];
 }

@@ -15,5 +15,7 @@
     // Shows each operation's x-auth (public, token, callback) and what its schema could not express.
     showExtensions: true,
     filter: true,
+    // Tags start closed: a page rendering every operation at once stalls past about 120 of them.
+    docExpansion: 'none',
   });
 })();

@@ -25,12 +25,15 @@ export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 export class CliError extends Error {
   readonly code: ExitCode;
   readonly kind: keyof typeof EXIT;
+  /** Print the usage after the line: the command line named no command the CLI knows. */
+  readonly showUsage: boolean;
 
-  constructor(kind: Exclude<keyof typeof EXIT, 'ok'>, message: string) {
+  constructor(kind: Exclude<keyof typeof EXIT, 'ok'>, message: string, showUsage = false) {
     super(message);
     this.name = 'CliError';
     this.kind = kind;
     this.code = EXIT[kind];
+    this.showUsage = showUsage;
   }
 }
 

@@ -12,6 +12,8 @@ export interface Reporter {
   update(state: RunState, shown: readonly string[]): void;
   /** Before the final output: stop redrawing. */
   stop(): void;
+  /** How long nothing was printed: in CI, a long silence gets a "still waiting" line (a terminal has its spinner: 0). */
+  quietMs(): number;
 }
 
 export interface Terminal {
@@ -29,33 +31,45 @@ export function isLiveTerminal(stream: { isTTY?: boolean }, env: Record<string, 
 /** One line for a result that has ended. */
 export function resultLine(result: ResultView): string {
   const failed = FAILED_RESULT.has(result.status);
-  const note = failed && result.enforcement !== 'mandatory' ? ' (advisory: warns only)' : '';
+  const note = !failed
+    ? ''
+    : result.enforcement !== 'mandatory'
+      ? ' (advisory: warns only)'
+      : result.stage === 'post_apply'
+        ? ' (post_apply: warns only)'
+        : '';
   const message = result.message ? ` - ${result.message.replace(/\s+/g, ' ').trim()}` : '';
   const url = result.url ? ` ${result.url}` : '';
   return `  ${result.stage} ${result.task} (${result.enforcement}): ${result.status}${note}${message}${url}`;
 }
 
 /** Plain lines: the run's status changes and each result as it ends. */
-export function plainReporter(out: Terminal): Reporter {
+export function plainReporter(out: Terminal, now: () => number = Date.now): Reporter {
   let lastStatus = '';
+  let lastWrite = now();
   const printed = new Set<string>();
+  const write = (text: string): void => {
+    lastWrite = now();
+    out.write(text);
+  };
   return {
-    line: (text) => out.write(`${text}\n`),
+    line: (text) => write(`${text}\n`),
     update(state, shown) {
       if (state.status !== lastStatus) {
         lastStatus = state.status;
-        out.write(`run ${state.id}: ${state.status}\n`);
+        write(`run ${state.id}: ${state.status}\n`);
       }
       for (const stage of state.stages) {
         if (!shown.includes(stage.stage)) continue;
         for (const result of stage.results) {
           if (!isFinalResult(result.status) || printed.has(result.id)) continue;
           printed.add(result.id);
-          out.write(`${resultLine(result)}\n`);
+          write(`${resultLine(result)}\n`);
         }
       }
     },
     stop: () => undefined,
+    quietMs: () => now() - lastWrite,
   };
 }
 
@@ -113,5 +127,6 @@ export function liveReporter(out: Terminal, intervalMs = 100): Reporter {
       footer = [];
       clear();
     },
+    quietMs: () => 0,
   };
 }

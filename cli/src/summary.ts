@@ -1,18 +1,23 @@
 import type { Command } from './args.ts';
+import { planLine, type PlanCounts } from './plan-counts.ts';
 import { FAILED_RESULT, type ResultView, type StageView, type Verdict } from './verdict.ts';
 
 /**
  * The Markdown a pipeline shows as its job summary (GitHub's $GITHUB_STEP_SUMMARY, a GitLab artifact):
- * one table per stage with each task's enforcement, status, message, details link and outcome count.
- * Pure, so a golden file pins it.
+ * the verdict with its reason, the plan's counts, then one table per stage with each task's enforcement,
+ * status, message, details link and outcome count. Pure, so a golden file pins it.
  */
 export interface SummaryInput {
-  address: string;
   command: Command;
   runId: string;
+  /** The run's page for people (`/app/…/runs/<id>`), never the API's URL. */
+  page: string;
   runStatus: string;
   stages: readonly StageView[];
   verdict: Verdict;
+  /** Why, in a sentence: the failed task's or the Terraform step's message. */
+  because: string | null;
+  plan: PlanCounts | null;
 }
 
 const MAX_MESSAGE = 300;
@@ -25,14 +30,29 @@ export function cell(text: string | null | undefined): string {
   return cut.replace(/([\\|`*_[\]<>])/g, '\\$1');
 }
 
-function link(url: string | null): string {
-  if (!url || !/^https?:\/\/[^\s)]+$/.test(url)) return '—';
-  return `[details](${url})`;
+/**
+ * A Markdown link to an http(s) URL, whatever it holds: the characters that would end the link (`(`,
+ * `)`, spaces, `<`, `>`) are percent-encoded, which leaves the address the same. Anything else is no link.
+ */
+export function link(url: string | null, label = 'details'): string {
+  if (!url) return '—';
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return '—';
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return '—';
+  const safe = parsed.href.replace(/[()<>\s|]/g, (char) => `%${char.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`);
+  return `[${label}](${safe})`;
 }
+
+/** Failures at post_apply only warn (as in HCP): mandatory or not, they show as warnings. */
+export const onlyWarns = (result: ResultView): boolean => result.enforcement !== 'mandatory' || result.stage === 'post_apply';
 
 function icon(result: ResultView): string {
   if (result.status === 'passed') return '✅';
-  if (FAILED_RESULT.has(result.status)) return result.enforcement === 'mandatory' ? '❌' : '⚠️';
+  if (FAILED_RESULT.has(result.status)) return onlyWarns(result) ? '⚠️' : '❌';
   if (result.status === 'canceled') return '⏹️';
   return '⏳';
 }
@@ -46,31 +66,41 @@ function counts(stage: StageView): string {
   return `${tasks}: ${parts.join(', ')} · ${outcomes} outcome${outcomes === 1 ? '' : 's'}`;
 }
 
-function verdictLine(verdict: Verdict): string {
+/** The stage's status as the service has it, with what it means where that is not obvious. */
+function stageHeading(stage: StageView): string {
+  const failed = stage.results.filter((result) => FAILED_RESULT.has(result.status));
+  const warned = stage.status === 'passed' && failed.length > 0;
+  const note = warned ? ` (${failed.length} failed task${failed.length === 1 ? '' : 's'} only warn${failed.length === 1 ? 's' : ''})` : '';
+  return `#### ${stage.stage}: ${stage.status}${note}`;
+}
+
+function verdictLine(verdict: Verdict, because: string | null): string {
+  const why = because ? ` ${cell(because)}` : '';
   switch (verdict.kind) {
     case 'go':
       return '**Verdict: go on.**';
     case 'blocked':
-      return `**Verdict: blocked** (${cell(verdict.reason)}).`;
+      return `**Verdict: blocked** (${cell(verdict.reason)}).${why}`;
     case 'stopped':
-      return `**Verdict: stopped** (${cell(verdict.reason)}).`;
+      return `**Verdict: stopped** (${cell(verdict.reason)}).${why}`;
     case 'wait':
       return '**Verdict: still waiting.**';
   }
 }
 
 export function renderSummary(input: SummaryInput): string {
-  const runUrl = `${input.address}/api/v2/runs/${input.runId}`;
   const lines = [
     `### Run tasks: \`runtasks run ${input.command}\``,
     '',
-    `Run [${input.runId}](${runUrl}) is \`${input.runStatus}\`. ${verdictLine(input.verdict)}`,
+    `Run ${link(input.page, input.runId)} is \`${input.runStatus}\`. ${verdictLine(input.verdict, input.because)}`,
     '',
   ];
+  const plan = planLine(input.plan);
+  if (plan) lines.push(`${plan.charAt(0).toUpperCase()}${plan.slice(1)}.`, '');
   if (input.stages.length === 0) lines.push('No run tasks at this stage.', '');
   for (const stage of input.stages) {
     lines.push(
-      `#### ${stage.stage} (${stage.status})`,
+      stageHeading(stage),
       '',
       '| Task | Enforcement | Status | Message | Details | Outcomes |',
       '| :--- | :--- | :--- | :--- | :--- | ---: |',

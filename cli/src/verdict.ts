@@ -28,10 +28,22 @@ export interface RunState {
   id: string;
   status: string;
   stages: StageView[];
+  /** Where it is known: for what holds a pending run back. */
+  workspaceId?: string | undefined;
+}
+
+/** The stage a verdict is about, with the mandatory results that blocked it (for the hint and the annotations). */
+export interface Blocker {
+  stage: Stage;
+  stageId: string;
+  results: ResultView[];
 }
 
 export type Verdict =
-  { kind: 'wait'; awaitingOverride: boolean } | { kind: 'go' } | { kind: 'blocked'; reason: string } | { kind: 'stopped'; reason: string };
+  | { kind: 'wait'; awaitingOverride: boolean; blocker?: Blocker }
+  | { kind: 'go' }
+  | { kind: 'blocked'; reason: string; blocker?: Blocker }
+  | { kind: 'stopped'; reason: string };
 
 /** The lifecycle in order, each stage's waiting for a decision before its completion. */
 const ORDER = [
@@ -55,17 +67,19 @@ const ORDER = [
   'post_apply_completed',
 ];
 
-/** The stage each command waits for. `watch` follows them all. */
+/** The stage each command waits for. `watch` follows them all; `cancel` and `discard` wait for the run's end. */
 export const STAGE_OF: Record<Command, Stage | undefined> = {
   start: 'pre_plan',
   plan: 'post_plan',
   apply: 'pre_apply',
   applied: 'post_apply',
   watch: undefined,
+  cancel: undefined,
+  discard: undefined,
 };
 
 /** The first status at which the command's stage is behind the run (it goes on from there without the CLI). */
-const GATE: Record<Exclude<Command, 'watch'>, string> = {
+const GATE: Record<Exclude<Command, 'watch' | 'cancel' | 'discard'>, string> = {
   start: 'planning',
   plan: 'post_plan_completed',
   apply: 'applying',
@@ -80,8 +94,20 @@ export const FAILED_RESULT = new Set(['failed', 'errored', 'unreachable']);
 
 const rank = (status: string): number => ORDER.indexOf(status);
 
+const failedMandatory = (stage: StageView): ResultView[] =>
+  stage.results.filter((result) => result.enforcement === 'mandatory' && FAILED_RESULT.has(result.status));
+
+/** Every status at which a run will not move again. */
+export const RUN_ENDED: ReadonlySet<string> = new Set([...FINAL_OK, ...FINAL_NOT_OK, 'force_canceled']);
+
 export function verdictOf(command: Command, run: RunState, waitForOverride: boolean): Verdict {
-  if (FINAL_NOT_OK.has(run.status)) {
+  // Ending the run is what `cancel` and `discard` wait for, whatever the end.
+  if (command === 'cancel' || command === 'discard') {
+    const postApply = run.stages.find((item) => item.stage === 'post_apply');
+    const ended = RUN_ENDED.has(run.status) && !(run.status === 'applied' && postApply && !FINAL_STAGE.has(postApply.status));
+    return ended ? { kind: 'go' } : { kind: 'wait', awaitingOverride: false };
+  }
+  if (FINAL_NOT_OK.has(run.status) || run.status === 'force_canceled') {
     // A discard while the stage waited for an override cancels the stage: its failed mandatory tasks still blocked it.
     const stage = run.stages.find(
       (item) =>
@@ -90,19 +116,22 @@ export function verdictOf(command: Command, run: RunState, waitForOverride: bool
           item.results.some((result) => result.enforcement === 'mandatory' && FAILED_RESULT.has(result.status))),
     );
     if (stage) {
-      const tasks = stage.results.filter((result) => result.enforcement === 'mandatory' && FAILED_RESULT.has(result.status));
+      const tasks = failedMandatory(stage);
       const names = tasks.map((result) => result.task).join(', ');
       return {
         kind: 'blocked',
         reason: `run ${run.status}: ${stage.stage} blocked by mandatory task${tasks.length === 1 ? '' : 's'} ${names || '(none named)'}`,
+        blocker: { stage: stage.stage, stageId: stage.id, results: tasks },
       };
     }
     return { kind: 'stopped', reason: `run ${run.status}` };
   }
   if (run.status.endsWith('_awaiting_decision')) {
-    const stage = run.status.replace('_awaiting_decision', '');
-    if (waitForOverride) return { kind: 'wait', awaitingOverride: true };
-    return { kind: 'blocked', reason: `${stage} blocked by a mandatory task: the run waits for an override` };
+    const name = run.status.replace('_awaiting_decision', '');
+    const stage = run.stages.find((item) => item.stage === name);
+    const blocker = stage ? { stage: stage.stage, stageId: stage.id, results: failedMandatory(stage) } : undefined;
+    if (waitForOverride) return { kind: 'wait', awaitingOverride: true, ...(blocker && { blocker }) };
+    return { kind: 'blocked', reason: `${name} blocked by a mandatory task: the run waits for an override`, ...(blocker && { blocker }) };
   }
   // `applied` is final only when the run has no post_apply tasks; with them, wait for their verdict.
   const postApply = run.stages.find((item) => item.stage === 'post_apply');

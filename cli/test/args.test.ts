@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { parseCli, type Options } from '../src/args.ts';
+import { parseCli, wantsJson, type Options } from '../src/args.ts';
 import { CliError, EXIT } from '../src/exit-codes.ts';
 
 const ENV = { RUNTASKS_ADDRESS: 'https://runtasks.example.com', RUNTASKS_TOKEN: 'secret' };
@@ -77,8 +77,70 @@ describe('runtasks arguments', () => {
       'https://proxy.example.com/runtasks',
       't',
     ],
-  ])('takes the address and token from RUNTASKS_* before TFE_* (%j)', (env, address, token) => {
-    expect(options(['run', 'watch', 'run-x1'], env)).toMatchObject({ address, token });
+  ])('with --allow-tfe-env, takes the address and token from RUNTASKS_* before TFE_* (%j)', (env, address, token) => {
+    expect(options(['run', 'watch', 'run-x1', '--allow-tfe-env'], env)).toMatchObject({ address, token });
+  });
+
+  it('reads TFE_* only with --allow-tfe-env, and marks what came from there for the service to vouch for', () => {
+    const tfe = { TFE_ADDRESS: 'https://tfe.example.com', TFE_TOKEN: 't' };
+    expect(usageError(['run', 'watch', 'run-x1'], tfe)).toBe(
+      'no service address: set RUNTASKS_ADDRESS, or pass --address (TFE_ADDRESS is set, but it is read only with --allow-tfe-env)',
+    );
+    expect(usageError(['run', 'watch', 'run-x1'], { ...tfe, RUNTASKS_ADDRESS: 'http://x' })).toBe(
+      "no token: set RUNTASKS_TOKEN (or let the CI offer an identity token: RUNTASKS_ID_TOKEN, or GitHub's id-token: write) (TFE_TOKEN is set, but it is read only with --allow-tfe-env)",
+    );
+    expect(options(['run', 'watch', 'run-x1', '--allow-tfe-env'], tfe)).toMatchObject({ fromTfeEnv: true });
+    expect(options(['run', 'watch', 'run-x1', '--allow-tfe-env'], { ...tfe, ...ENV })).toMatchObject({ fromTfeEnv: false });
+  });
+
+  it('takes an idempotency key for run start from --idempotency-key, else from the CI attempt', () => {
+    const start = ['run', 'start', '--workspace', 'acme/network'];
+    expect(options([...start, '--idempotency-key', 'deploy-42'])).toMatchObject({
+      idempotency: { key: 'deploy-42', source: '--idempotency-key' },
+    });
+    expect(options(start).idempotency).toBeUndefined();
+    const github = {
+      ...ENV,
+      GITHUB_ACTIONS: 'true',
+      GITHUB_REPOSITORY: 'acme/infra',
+      GITHUB_RUN_ID: '7',
+      GITHUB_RUN_ATTEMPT: '1',
+      GITHUB_JOB: 'tf',
+    };
+    expect(options(start, github)).toMatchObject({
+      idempotency: { key: expect.stringMatching(/^runtasks-[0-9a-f]{48}$/), source: expect.stringContaining('GITHUB_RUN_ID=7') },
+      github: { stepSummary: undefined },
+    });
+    expect(options(['run', 'watch', 'run-1'], github).idempotency).toBeUndefined();
+  });
+
+  it('takes --plan-file where a plan is reported, confirmed or applied, and cancel/discard with a comment', () => {
+    expect(options(['run', 'plan', 'run-1', '--plan-json', 'p.json', '--plan-file', 'tfplan'])).toMatchObject({ planFile: 'tfplan' });
+    expect(options(['run', 'apply', 'run-1', '--plan-file', 'tfplan'])).toMatchObject({ command: 'apply', planFile: 'tfplan' });
+    expect(options(['run', 'applied', 'run-1', '--plan-file', 'tfplan'])).toMatchObject({ command: 'applied', planFile: 'tfplan' });
+    expect(options(['run', 'cancel', 'run-1', '--comment', 'job cancelled'])).toMatchObject({
+      command: 'cancel',
+      comment: 'job cancelled',
+    });
+    expect(options(['run', 'discard', 'run-1'])).toMatchObject({ command: 'discard', run: 'run-1' });
+  });
+
+  it('--version needs no token, and an address only to ask the service', () => {
+    expect(parseCli(['--version'], {})).toEqual({ kind: 'version', address: undefined, fromTfeEnv: false, output: 'text' });
+    expect(parseCli(['--version', '--output', 'json'], ENV)).toEqual({
+      kind: 'version',
+      address: 'https://runtasks.example.com',
+      fromTfeEnv: false,
+      output: 'json',
+    });
+  });
+
+  it.each([
+    [['run', 'watch', '--output', 'json', '--bogus'], true],
+    [['--output=json'], true],
+    [['run', 'watch', '--output', 'text'], false],
+  ])('%j asks for JSON even when it is not a valid command line: %s', (argv, json) => {
+    expect(wantsJson(argv)).toBe(json);
   });
 
   it('trims the token, and refuses one that holds what no token has (without showing it)', () => {
@@ -93,7 +155,6 @@ describe('runtasks arguments', () => {
   });
 
   it.each([
-    [[], 'help'],
     [['--help'], 'help'],
     [['run', 'plan', '-h'], 'help'],
   ])('%j prints the usage', (argv) => {
@@ -103,6 +164,12 @@ describe('runtasks arguments', () => {
   });
 
   it.each([
+    [[], /^no command given: runtasks run <start\|plan\|apply\|applied\|watch\|cancel\|discard> \(runtasks --help\)$/],
+    [['run'], /^"run" needs a command: one of start, plan, apply, applied, watch, cancel, discard$/],
+    [['run', 'plan', 'run-1', '--errored', 'x', '--plan-file', 'f'], /takes --plan-file with --plan-json, not with --errored/],
+    [['run', 'start', '--workspace', 'a/b', '--idempotency-key', 'has space'], /--idempotency-key must be 1 to 255 printable/],
+    [['run', 'watch', 'run-1', '--plan-file', 'f'], /run watch does not take --plan-file/],
+    [['--version', 'run', 'watch'], /--version takes no command/],
     [['plan'], /unknown command "plan"/],
     [['run', 'destroy'], /unknown command "run destroy"/],
     [['run', 'start'], /needs --workspace/],
@@ -127,7 +194,20 @@ describe('runtasks arguments', () => {
   });
 
   it('needs an address and a token, and says where they come from', () => {
-    expect(usageError(['run', 'watch', 'run-1'], { RUNTASKS_TOKEN: 't' })).toMatch(/set RUNTASKS_ADDRESS \(or TFE_ADDRESS\)/);
-    expect(usageError(['run', 'watch', 'run-1'], { RUNTASKS_ADDRESS: 'http://x' })).toMatch(/set RUNTASKS_TOKEN \(or TFE_TOKEN\)/);
+    expect(usageError(['run', 'watch', 'run-1'], { RUNTASKS_TOKEN: 't' })).toBe(
+      'no service address: set RUNTASKS_ADDRESS, or pass --address',
+    );
+    expect(usageError(['run', 'watch', 'run-1'], { RUNTASKS_ADDRESS: 'http://x' })).toBe(
+      "no token: set RUNTASKS_TOKEN (or let the CI offer an identity token: RUNTASKS_ID_TOKEN, or GitHub's id-token: write)",
+    );
+  });
+
+  it('names no command it does not know, and shows the usage with the error', () => {
+    try {
+      parseCli(['run'], ENV);
+    } catch (error) {
+      expect((error as CliError).showUsage).toBe(true);
+    }
+    expect.assertions(1);
   });
 });

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { BIN } from './support/cli-harness.ts';
 
 describe('the runtasks bin', () => {
-  it('runs the CLI on Node 24, also through a symlink as the CI examples install it', () => {
+  it('runs the CLI from its sources, also through a symlink as the CI examples install it', () => {
     expect(execFileSync(process.execPath, [BIN, '--help'], { encoding: 'utf8' })).toMatch(/^Usage: runtasks run <command>/);
     const dir = mkdtempSync(join(tmpdir(), 'runtasks-bin-'));
     try {
@@ -14,7 +14,7 @@ describe('the runtasks bin', () => {
       const result = spawnSync(process.execPath, [join(dir, 'runtasks'), 'run', 'watch', 'run-1'], { encoding: 'utf8', env: {} });
       expect({ status: result.status, stderr: result.stderr }).toEqual({
         status: 2,
-        stderr: 'runtasks: no token: set RUNTASKS_TOKEN (or TFE_TOKEN)\n',
+        stderr: 'runtasks: no service address: set RUNTASKS_ADDRESS, or pass --address\n',
       });
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -87,7 +87,12 @@ describe('runtasks against the real service', () => {
 
     it('a token that may only read: exit 5, nothing changed', async () => {
       const result = await cli(['run', 'plan', planningRun, '--plan-json', PLAN_FIXTURE], readOnlyToken);
-      expectOneLineError(result, 5, new RegExp(`unknown run ${planningRun}, or the token may not plan on its workspace`));
+      // It reads the run, so the service says which permission the report takes (403), rather than hiding the run.
+      expectOneLineError(
+        result,
+        5,
+        new RegExp(`/runs/${planningRun}/plan/json-output was refused \\(403\\): .*may not report the run's plan: that takes`),
+      );
       expect(await statusOf(f, planningRun)).toBe('planning');
     });
 
@@ -95,6 +100,12 @@ describe('runtasks against the real service', () => {
       const dir = tempDir();
       writeFileSync(join(dir, 'broken.json'), '{"format_version": "1.2", ');
       writeFileSync(join(dir, 'state.json'), JSON.stringify({ values: {} }));
+      // What `terraform show -json` prints without a plan file: the state.
+      writeFileSync(
+        join(dir, 'real-state.json'),
+        JSON.stringify({ format_version: '1.0', terraform_version: '1.9.5', values: { root_module: {} } }),
+      );
+      writeFileSync(join(dir, 'tfplan'), Buffer.from('PK\u0003\u0004binary plan'));
       writeFileSync(join(dir, 'bad-changes.json'), JSON.stringify({ format_version: '1.2', resource_changes: 'none' }));
       const big = JSON.parse(readFileSync(PLAN_FIXTURE, 'utf8'));
       big.variables = { padding: { value: 'x'.repeat(PLAN_JSON_MAX_BYTES) } };
@@ -109,15 +120,22 @@ describe('runtasks against the real service', () => {
         5,
         /the service refused the plan file .*bad-changes\.json: invalid plan: .*\(at \/resource_changes\)/,
       );
-      expectOneLineError(await plan('big.json'), 5, /big\.json \(\d+ bytes\) is larger than the service accepts \(413\)/);
+      expectOneLineError(
+        await plan('big.json'),
+        5,
+        /big\.json \(\d+ bytes\) is larger than the service takes \(65536 bytes, its PLAN_JSON_MAX_BYTES\): ask its operator to raise PLAN_JSON_MAX_BYTES \(413\)/,
+      );
+      expectOneLineError(await plan('real-state.json'), 2, /real-state\.json is a Terraform state, not a plan/);
+      expectOneLineError(await plan('tfplan'), 2, /tfplan is a binary plan file \(terraform plan -out\), not its JSON/);
       expect(await statusOf(f, planningRun)).toBe('planning');
-    });
+    }, 90_000);
 
     it('--output json is one JSON document on stdout for errors too', async () => {
       const result = await cli(['run', 'watch', planningRun, '--output', 'json'], 'not-a-token');
       expect(result.code).toBe(3);
       expect(JSON.parse(result.stdout)).toEqual({
         command: 'watch',
+        run: { id: planningRun },
         error: { kind: 'auth', message: expect.stringContaining('401') },
         'exit-code': 3,
       });

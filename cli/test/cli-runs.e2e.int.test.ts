@@ -61,7 +61,12 @@ describe('runtasks against the real service', () => {
     const out = tempDir();
     const summary = join(out, 'summary.md');
     const planned = await cli(['run', 'plan', runId, '--plan-json', PLAN_FIXTURE, '--summary', summary], f.organizationToken);
-    expect({ code: planned.code, stderr: planned.stderr }).toEqual({ code: 0, stderr: '' });
+    // stderr holds the one verdict line: the verdict, and the run's page.
+    const page = `${g.h.baseUrl}/app/${f.organization}/workspaces/${ws.name}/runs/${runId}`;
+    expect({ code: planned.code, stderr: planned.stderr }).toEqual({
+      code: 0,
+      stderr: `runtasks: go on: run ${runId} is post_plan_completed ${page}\n`,
+    });
     // Plain lines in CI: each result, the advisory failure as a warning, the plan's counts, the verdict.
     expect(planned.stdout).not.toContain('\x1b[');
     expect(planned.stdout).toMatch(
@@ -69,12 +74,12 @@ describe('runtasks against the real service', () => {
     );
     expect(planned.stdout).toMatch(/^warning: post_plan cost-advisor \(advisory\): failed \(advisory: warns only\)/m);
     expect(planned.stdout).toContain('plan: 3 to add, 1 to change, 2 to destroy');
-    expect(planned.stdout).toContain(`run ${runId} is post_plan_completed: go on`);
     // The summary, with the run's and results' ids and the address made stable, is the golden file.
     const normalized = readFileSync(summary, 'utf8')
       .replaceAll(g.h.baseUrl, 'http://runtasks.test')
       .replaceAll(runId, 'run-E2E')
-      .replace(/taskrs-\w+/g, 'taskrs-ID');
+      .replace(/taskrs-\w+/g, 'taskrs-ID')
+      .replaceAll(`/app/${f.organization}/workspaces/${ws.name}/`, '/app/acme/workspaces/network/');
     expect(normalized).toBe(readFileSync(E2E_GOLDEN, 'utf8'));
 
     const plan = await api(g.h, 'get', `/runs/${runId}/plan`, f.organizationToken);
@@ -83,7 +88,7 @@ describe('runtasks against the real service', () => {
     const applied = await cli(['run', 'apply', runId], f.organizationToken);
     expect(applied.code).toBe(0);
     expect(applied.stdout).toMatch(/pre_apply pipeline-check \(mandatory\): passed/);
-    expect(applied.stdout).toContain(`run ${runId} is applying: go on`);
+    expect(applied.stderr).toBe(`runtasks: go on: run ${runId} is applying ${page}\n`);
 
     const finished = await cli(['run', 'applied', runId, '--output', 'json'], f.organizationToken);
     expect(finished.code).toBe(0);
@@ -139,7 +144,12 @@ describe('runtasks against the real service', () => {
         expect(JSON.parse(last.stdout)).toMatchObject({ verdict: 'blocked', 'exit-code': 1 });
       }
       expect(last.code).toBe(1);
-      expect(last.stdout).toContain(`${stage} blocked by mandatory task gate`);
+      // The verdict line says which task, with its message.
+      expect(last.stderr.trimEnd().split('\n').at(-1)).toMatch(
+        new RegExp(
+          `^runtasks: blocked: run ${runId}: run errored: ${stage} blocked by mandatory task gate - gate: Example check failed: .+ http://\\S+/runs/${runId}$`,
+        ),
+      );
       expect(await statusOf(f, runId)).toBe('errored');
     },
     90_000,
@@ -168,7 +178,7 @@ describe('runtasks against the real service', () => {
         last = await cli(['run', 'apply', runId, '--no-wait-override'], f.organizationToken);
       }
       expect(last.code).toBe(1);
-      expect(last.stdout).toContain(`${stage} blocked by a mandatory task: the run waits for an override`);
+      expect(last.stderr).toContain(`${stage} blocked by a mandatory task: the run waits for an override - gate: Example check failed`);
       expect(await statusOf(f, runId)).toBe(`${stage}_awaiting_decision`);
     },
     90_000,
@@ -183,7 +193,7 @@ describe('runtasks against the real service', () => {
     const first = await start(f, ws.name);
     const impatient = await cli(['run', 'plan', first.runId, '--plan-json', PLAN_FIXTURE, '--no-wait-override'], f.organizationToken);
     expect(impatient.code).toBe(1);
-    expect(impatient.stdout).toContain('waits for an override');
+    expect(impatient.stderr).toContain('waits for an override');
     expect(await statusOf(f, first.runId)).toBe('post_plan_awaiting_decision');
     // A run awaiting a decision holds its workspace: the next run would wait behind it.
     expect((await api(g.h, 'post', `/runs/${first.runId}/actions/discard`, f.organizationToken, {})).status).toBe(202);
@@ -201,7 +211,10 @@ describe('runtasks against the real service', () => {
     expect(overridden.status).toBe(200);
     const result = await waiting.done;
     expect(result.code).toBe(0);
-    expect(result.stdout).toContain(`run ${runId} is post_plan_completed: go on`);
+    expect(result.stderr).toContain(`runtasks: go on: run ${runId} is post_plan_completed`);
+    // The hint named the stage to override and the run's page.
+    expect(result.stdout).toContain(`the run waits for an override of task stage ${stageId} (post_plan)`);
+    expect(result.stdout).toContain(`/app/${f.organization}/workspaces/${ws.name}/runs/${runId}`);
 
     // The pipeline's step retried after the override: the plan is in, so it follows the run and goes on.
     const again = await cli(['run', 'plan', runId, '--plan-json', PLAN_FIXTURE], f.organizationToken);
@@ -220,7 +233,10 @@ describe('runtasks against the real service', () => {
     const { runId } = await start(f, ws.name);
     const result = await cli(['run', 'plan', runId, '--errored', 'terraform plan failed: exit status 1'], f.organizationToken);
     expect(result.code).toBe(6);
-    expect(result.stdout).toContain(`run ${runId}: stopped: run errored`);
+    // The verdict line carries Terraform's message, as the pipeline reported it.
+    expect(result.stderr).toMatch(
+      new RegExp(`^runtasks: stopped: run ${runId}: run errored - the plan: terraform plan failed: exit status 1 http`),
+    );
     const plan = await api(g.h, 'get', `/runs/${runId}/plan`, f.organizationToken);
     expect(plan.body.data.attributes).toMatchObject({ status: 'errored', 'error-message': 'terraform plan failed: exit status 1' });
   }, 60_000);

@@ -90,11 +90,14 @@ describe('the HTTP client', () => {
 
   it('tells a server that is not the service from one that is', async () => {
     script.set('GET /api/v2/ping', [
+      (res) => res.writeHead(204, { 'tfp-api-version': '2.6', 'x-runtasks-version': '1.2.3' }).end(),
       (res) => res.writeHead(204, { 'tfp-api-version': '2.6' }).end(),
       (res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<html>'),
     ]);
     const client = new Client(address, 'tok');
-    await expect(client.ping()).resolves.toBeUndefined();
+    await expect(client.ping()).resolves.toEqual({ version: '1.2.3' });
+    // HCP Terraform answers /ping too, without this service's header.
+    await expect(client.ping()).resolves.toEqual({ version: undefined });
     const error = await failure(client.ping());
     expect({ code: error.code, message: error.message }).toEqual({
       code: EXIT.network,

@@ -13,12 +13,16 @@ const EXAMPLES = ['github-actions.yml', 'gitlab-ci.yml'].map((name) => ({
   text: readFileSync(fileURLToPath(new URL(`../../examples/ci/${name}`, import.meta.url)), 'utf8'),
 }));
 const VALUES: Record<string, string> = { RUN_ID: 'run-abc1', RUNTASKS_WORKSPACE: 'acme/network' };
+/** GitLab's `!reference [job, key]`, read as a marker. */
+const GITLAB_TAGS = [
+  { tag: '!reference', collection: 'seq' as const, resolve: (seq: { toJSON(): unknown }) => ({ reference: seq.toJSON() }) },
+];
 
 /** The shell scripts of a workflow (steps' `run`) or a GitLab pipeline (jobs' `script`). */
 function scripts(document: unknown): string[] {
   const found: string[] = [];
   const visit = (node: unknown, key = ''): void => {
-    if (typeof node === 'string' && (key === 'run' || key === 'script')) found.push(node);
+    if (typeof node === 'string' && ['run', 'script', 'before_script', 'after_script'].includes(key)) found.push(node);
     else if (Array.isArray(node)) node.forEach((item) => visit(item, key));
     else if (node && typeof node === 'object') for (const [name, value] of Object.entries(node)) visit(value, name);
   };
@@ -42,15 +46,18 @@ function runtasksCommands(script: string): string[][] {
       const raw = match[1] ?? match[2] ?? match[3] ?? '';
       if (match[3] !== undefined && /^(>|\||;|&&)/.test(raw)) break;
       if (raw === '$PLAN_ONLY') continue;
-      args.push(raw.replace(/\$\{?(\w+)\}?/g, (_, name: string) => VALUES[name] ?? 'x'));
+      const ends = match[3] !== undefined && raw.endsWith(';');
+      args.push(raw.replace(/;$/, '').replace(/\$\{?(\w+)\}?/g, (_, name: string) => VALUES[name] ?? 'x'));
+      if (ends) break;
     }
     commands.push(args);
   }
   return commands;
 }
 
-describe.each(EXAMPLES)('examples/ci/$name', ({ text }) => {
-  const commands = scripts(parse(text)).flatMap(runtasksCommands);
+describe.each(EXAMPLES)('examples/ci/$name', ({ name, text }) => {
+  const document = parse(text, { customTags: GITLAB_TAGS }) as Record<string, unknown>;
+  const commands = scripts(document).flatMap(runtasksCommands);
 
   it('runs the real Terraform steps', () => {
     for (const step of [
@@ -65,7 +72,7 @@ describe.each(EXAMPLES)('examples/ci/$name', ({ text }) => {
 
   it('reports every step through the CLI, in order', () => {
     const order = commands.map((args) => args[1]);
-    for (const command of ['start', 'plan', 'apply', 'applied']) expect(order).toContain(command);
+    for (const command of ['start', 'plan', 'apply', 'applied', 'cancel']) expect(order).toContain(command);
     expect(order.indexOf('start')).toBeLessThan(order.indexOf('plan'));
     expect(order.lastIndexOf('apply')).toBeLessThan(order.lastIndexOf('applied'));
     // A failed Terraform step is reported as such.
@@ -75,6 +82,33 @@ describe.each(EXAMPLES)('examples/ci/$name', ({ text }) => {
   it('uses only commands and options the CLI accepts', () => {
     const env = { RUNTASKS_ADDRESS: 'https://runtasks.example.com', RUNTASKS_TOKEN: 'x' };
     for (const args of commands) expect(parseCli(args, env).kind).toBe('run');
+  });
+
+  it('checks the plan file at apply against the plan reported', () => {
+    const withPlanFile = commands.filter((args) => args.includes('--plan-file')).map((args) => args[1]);
+    expect(withPlanFile).toEqual(['plan', 'apply', 'applied']);
+  });
+
+  it('gets the CLI from the service, pinned by its SHA-256', () => {
+    expect(text).not.toContain('git clone');
+    if (name === 'github-actions.yml')
+      expect(text).toMatch(/uses: acme\/runtasks@v\d+\.\d+\.\d+\n\s+with:\n\s+address: .*\n\s+sha256: [0-9a-f]{64}/);
+    else expect(text).toMatch(/RUNTASKS_CLI_SHA256: '[0-9a-f]{64}'/);
+  });
+
+  it('ends its run when the job fails or is cancelled', () => {
+    if (name === 'github-actions.yml') {
+      const steps = (document['jobs'] as Record<string, { steps: { if?: string; run?: string }[] }>)['terraform']?.steps ?? [];
+      const cleanup = steps.find((step) => step.run?.includes('runtasks run cancel'));
+      expect(cleanup?.if).toBe("(cancelled() || failure()) && steps.start.outputs.run != ''");
+      expect(steps.at(-1)).toBe(cleanup);
+    } else {
+      const runtasks = document['.runtasks'] as { after_script: string[]; interruptible: boolean };
+      expect(runtasks.interruptible).toBe(true);
+      expect(runtasks.after_script.join('\n')).toMatch(/\$CI_JOB_STATUS" != success[\s\S]*run cancel "\$RUN_ID"/);
+      const endRun = document['end-run'] as { stage: string; rules: { when: string }[] };
+      expect({ stage: endRun.stage, when: endRun.rules[0]?.when }).toEqual({ stage: '.post', when: 'on_failure' });
+    }
   });
 
   it('keeps the token out of the file', () => {

@@ -1,5 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
-import { globToRegex, isIgnored, parseIgnoreFile } from '../src/ignore.ts';
+import { Glob } from '../src/glob.ts';
+import { CliError, EXIT } from '../src/exit-codes.ts';
+import { isIgnored, judge, parseIgnoreFile, reincludeBelow, rootScope, type DirectoryScope } from '../src/ignore.ts';
 
 describe('.terraformignore rules', () => {
   it.each([
@@ -17,7 +19,7 @@ describe('.terraformignore rules', () => {
     ['[!abc].tf', 'd.tf', true],
     ['dot.tf', 'dotxtf', false],
   ])('glob %s against %s: %s', (glob, path, matches) => {
-    expect(globToRegex(glob).test(path)).toBe(matches);
+    expect(new Glob(glob).matches(path)).toBe(matches);
   });
 
   const rules = parseIgnoreFile(
@@ -69,5 +71,48 @@ describe('.terraformignore rules', () => {
     const reinclude = parseIgnoreFile('!.git/keep');
     expect(isIgnored(reinclude, '.git/keep', false)).toBe(false);
     expect(isIgnored(reinclude, '.git/HEAD', false)).toBe(true);
+  });
+
+  it('leaves out .git wherever it is, inside .terraform/modules too, unless the file brings something back', () => {
+    const defaults = parseIgnoreFile('');
+    expect(isIgnored(defaults, '.terraform/modules/vpc/.git/HEAD', false)).toBe(true);
+    expect(isIgnored(defaults, '.git/x/.terraform/modules/y.tf', false)).toBe(true);
+    expect(isIgnored(defaults, 'modules/app/.terraform/modules/y.tf', false)).toBe(false);
+    expect(isIgnored(parseIgnoreFile('!*.tf'), '.git/hooks/x.tf', false)).toBe(false);
+  });
+
+  /** Which left-out directories must still be listed: those a later `!` rule could reach into. */
+  it.each([
+    ['', '.git', undefined],
+    ['', '.terraform', '!.terraform/modules/'],
+    ['', '.terraform/providers', '!.terraform/modules/'],
+    ['build/\n!/build/keep.tf', 'build', '!/build/keep.tf'],
+    ['build/\n!/build/keep.tf', 'src/build', undefined],
+    ['build/\n!*.tf', 'build', '!*.tf'],
+    ['build/\n!*.tf\nbuild/', 'build', undefined],
+    ['!*.tf', '.git', '!*.tf'],
+  ])('with %j, a left-out %s is listed for %s', (file, directory, rule) => {
+    const rules = parseIgnoreFile(file);
+    let scope: DirectoryScope = rootScope(rules);
+    let ignored = false;
+    for (const name of directory.split('/')) {
+      const verdict = judge(rules, scope, name, true);
+      ignored = verdict.ignored;
+      scope = verdict.scope as DirectoryScope;
+    }
+    expect(ignored).toBe(true);
+    expect(reincludeBelow(rules, scope)?.text).toBe(rule);
+  });
+
+  it('refuses a pattern it cannot read, naming its line', () => {
+    let error: unknown;
+    try {
+      parseIgnoreFile('# comment\n*.tfvars\n[z-a]\n');
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(CliError);
+    expect((error as CliError).code).toBe(EXIT.usage);
+    expect((error as CliError).message).toBe('.terraformignore line 3: "[z-a]": the range z-a is backwards');
   });
 });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { isLiveTerminal, liveReporter, plainReporter, resultLine } from '../src/output.ts';
+import { ago } from '../src/follow.ts';
 import type { ResultView, RunState } from '../src/verdict.ts';
 
 const result = (status: string, enforcement = 'mandatory', task = 'scan'): ResultView => ({
@@ -77,5 +78,20 @@ describe('progress output', () => {
     expect(resultLine({ ...result('errored', 'advisory'), message: null, url: null })).toBe(
       '  post_plan scan (advisory): errored (advisory: warns only)',
     );
+  });
+});
+
+describe('the still-waiting line', () => {
+  it('counts the silence since the last line printed, in CI; a terminal has its spinner', () => {
+    let now = 1000;
+    const written: string[] = [];
+    const reporter = plainReporter({ write: (text) => written.push(text), isTTY: false }, () => now);
+    now += 31_000;
+    expect(reporter.quietMs()).toBe(31_000);
+    reporter.line('run run-1: still waiting');
+    expect(reporter.quietMs()).toBe(0);
+    expect(ago(12 * 60_000 + 5_000)).toBe('12 min');
+    expect(ago(40_000)).toBe('40 s');
+    expect(ago(125 * 60_000)).toBe('2 h 5 min');
   });
 });

@@ -55,13 +55,25 @@ describe('the verdict a command waits for', () => {
     ['watch', 'applied', [stage('post_apply', 'running')], 'wait'],
     ['watch', 'planned_and_finished', [], 'go'],
     ['watch', 'errored', [stage('pre_apply', 'failed', [result('pre_apply', 'failed')])], 'blocked'],
+    // run cancel and discard: the end of the run, whichever it is.
+    ['cancel', 'planning', [], 'wait'],
+    ['cancel', 'canceled', [stage('pre_plan', 'canceled')], 'go'],
+    ['cancel', 'errored', [stage('pre_plan', 'failed', [result('pre_plan', 'failed')])], 'go'],
+    ['discard', 'post_plan_completed', [], 'wait'],
+    ['discard', 'discarded', [], 'go'],
+    ['cancel', 'applied', [stage('post_apply', 'running')], 'wait'],
+    ['cancel', 'post_apply_completed', [], 'go'],
   ])('%s with the run %s: %#', (command, status, stages, kind) => {
     expect(verdictOf(command, run(status, stages), true).kind).toBe(kind);
   });
 
   it.each(['pre_plan', 'post_plan', 'pre_apply'])('waits through %s_awaiting_decision, or is blocked at once without waiting', (name) => {
     const state = run(`${name}_awaiting_decision`, [stage(name as Stage, 'awaiting_override', [result(name as Stage, 'failed')])]);
-    expect(verdictOf('watch', state, true)).toEqual({ kind: 'wait', awaitingOverride: true });
+    expect(verdictOf('watch', state, true)).toEqual({
+      kind: 'wait',
+      awaitingOverride: true,
+      blocker: { stage: name, stageId: `ts-${name}`, results: [result(name as Stage, 'failed')] },
+    });
     expect(verdictOf('plan', state, false)).toMatchObject({ kind: 'blocked', reason: expect.stringContaining('waits for an override') });
   });
 
@@ -72,7 +84,11 @@ describe('the verdict a command waits for', () => {
         result('post_plan', 'failed', 'advisory', 'cost'),
       ]),
     ]);
-    expect(verdictOf('plan', state, true)).toEqual({ kind: 'blocked', reason: 'run errored: post_plan blocked by mandatory task tfsec' });
+    expect(verdictOf('plan', state, true)).toEqual({
+      kind: 'blocked',
+      reason: 'run errored: post_plan blocked by mandatory task tfsec',
+      blocker: { stage: 'post_plan', stageId: 'ts-post_plan', results: [result('post_plan', 'failed', 'mandatory', 'tfsec')] },
+    });
   });
 
   it('warns of every failed result that did not stop the run', () => {

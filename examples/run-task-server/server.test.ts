@@ -233,6 +233,20 @@ describe('example run task server', () => {
     expect(server.requests[1]).toMatchObject({ status: 200, signatureVerified: true });
   });
 
+  it('acknowledges a notification pointed at it (200) and acts on nothing; any other JSON is still a 400', async () => {
+    const stub = await startEngineStub();
+    const server = await startTaskServer({});
+    const notification = JSON.stringify({
+      payload_version: 1,
+      notification_configuration_id: 'nc-abc',
+      notifications: [{ trigger: 'verification' }],
+    });
+    expect(await post(server, notification, '')).toBe(200);
+    expect(await finished(server)).toMatchObject({ status: 200, callbacks: [] });
+    expect(await post(server, JSON.stringify({ hello: 'world' }), '')).toBe(400);
+    expect(stub.requests).toEqual([]);
+  });
+
   it('rejects a body that is not declared as JSON with 400', async () => {
     const stub = await startEngineStub();
     const server = await startTaskServer({ hmacKey: KEY });

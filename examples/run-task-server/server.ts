@@ -248,6 +248,16 @@ function summarisePlan(plan: unknown): PlanSummary {
 }
 
 /** Starts the server; resolves once it listens. */
+/** Whether a body is a notification's generic payload (it names a notification configuration). */
+function isNotificationPayload(body: string): boolean {
+  try {
+    const parsed: unknown = JSON.parse(body);
+    return typeof parsed === 'object' && parsed !== null && 'notification_configuration_id' in parsed;
+  } catch {
+    return false;
+  }
+}
+
 export async function startRunTaskServer(options: RunTaskServerOptions = {}): Promise<RunTaskServer> {
   const host = options.host ?? '127.0.0.1';
   const mode = parseMode(options.mode ?? 'callback');
@@ -441,6 +451,9 @@ export async function startRunTaskServer(options: RunTaskServerOptions = {}): Pr
       const contentType = (headerValue(req.headers, 'content-type').split(';')[0] ?? '').trim().toLowerCase();
       if (contentType !== 'application/json') return answer(record, res, 400, 'Content-Type must be application/json', started);
       if (!signature.ok) return answer(record, res, signature.status, signature.reason, started);
+      // A notification (HCP's generic payload, e.g. a configuration's verification) pointed here is acknowledged, and nothing else.
+      if (!payload && isNotificationPayload(record.body))
+        return answer(record, res, 200, 'notification acknowledged (not acted on)', started);
       if (!payload) return answer(record, res, 400, 'body is not a run task payload', started);
       // Sent when a task is created or updated, to check the URL and the HMAC key: no run, no callback.
       if (record.verification) return answer(record, res, 200, 'verification request', started);

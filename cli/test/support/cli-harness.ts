@@ -56,6 +56,8 @@ export interface TaskSpec {
   result: TaskResultStatus;
   enforcement: 'mandatory' | 'advisory';
   stages: RunStage[];
+  /** How long the task server waits before its callback (a slow task). */
+  callbackDelayMs?: number;
 }
 
 /** A local workspace with one example task server per spec, registered and attached through the API. */
@@ -73,7 +75,11 @@ export async function localWorkspace(
   const id = res.body.data.id as string;
   const byName = new Map<string, RunTaskServer>();
   for (const spec of specs) {
-    const server = await startRunTaskServer({ result: spec.result, publicUrl: 'https://tasks.example.test' });
+    const server = await startRunTaskServer({
+      result: spec.result,
+      publicUrl: 'https://tasks.example.test',
+      ...(spec.callbackDelayMs !== undefined && { callbackDelayMs: spec.callbackDelayMs }),
+    });
     servers.push(server);
     byName.set(spec.name, server);
     // Task names are unique per organization: each scenario seeds its own, so the names stay as given.

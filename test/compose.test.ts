@@ -172,8 +172,34 @@ describe('docker-compose.yml', () => {
     const env = environment(tests);
     expect(new URL(env['TEST_POSTGRES_URL'] ?? '').hostname).toBe('postgres');
     expect(new URL(env['TEST_REDIS_URL'] ?? '').hostname).toBe('redis');
-    // Only the tests are behind a profile: `docker compose up` starts everything else.
-    for (const [name, svc] of Object.entries(services)) if (name !== 'tests') expect(svc.profiles).toBeUndefined();
+    // Only the tests and the identity provider are behind a profile: `docker compose up` starts everything else.
+    for (const [name, svc] of Object.entries(services)) if (!['tests', 'keycloak'].includes(name)) expect(svc.profiles).toBeUndefined();
+  });
+
+  it('has an sso profile with an identity provider pre-configured for the demo organization, and the API takes its settings', () => {
+    const keycloak = service('keycloak');
+    expect(keycloak.profiles).toEqual(['sso']);
+    expect(keycloak.image).toMatch(/^quay\.io\/keycloak\/keycloak:\d+/);
+    const issuerBase = environment(keycloak)['KC_HOSTNAME'] ?? '';
+    expect(new URL(issuerBase).hostname).toBe('keycloak.localhost');
+    const realm = JSON.parse(read('deploy/sso/runtasks-realm.json')) as {
+      realm: string;
+      clients: {
+        clientId: string;
+        redirectUris: string[];
+        attributes: Record<string, string>;
+        protocolMappers: { config: Record<string, string> }[];
+      }[];
+      users: { email: string; emailVerified: boolean; groups: string[] }[];
+    };
+    const [client] = realm.clients;
+    expect(client?.redirectUris).toEqual(['http://localhost:3000/session/oidc/callback']);
+    expect(client?.attributes['pkce.code.challenge.method']).toBe('S256');
+    expect(client?.protocolMappers.map((mapper) => mapper.config['claim.name'])).toContain('groups');
+    expect(realm.users.every((user) => user.emailVerified && user.groups.length > 0)).toBe(true);
+    const api = environment(service('api'));
+    for (const key of ['OIDC_ISSUER', 'OIDC_CLIENT_ID', 'OIDC_CLIENT_SECRET', 'OIDC_TEAMS_CLAIM', 'RUN_PAGES_TOKEN_SIGN_IN'])
+      expect(Object.keys(api)).toContain(key);
   });
 });
 

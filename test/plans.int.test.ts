@@ -153,7 +153,7 @@ function describeTaskPages(title: string, otherOrganizationTasks: number): void 
         const { rows } = await client.query({
           name,
           text: taskPageText(size),
-          values: [organization.name, organization.id, (page - 1) * size],
+          values: [organization.name, [organization.id], (page - 1) * size],
         });
         expect(rows.length).toBe(size);
         // Ids are zero-padded, so the page's first task is the one its offset names.

@@ -1,37 +1,18 @@
-import { afterAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { loadConfig } from '@runtasks/shared/config';
 import { randomAlphanumeric } from '@runtasks/shared/domain';
-import { JOBS, QUEUES } from '@runtasks/shared/queue';
+import { connectRedis, crc16, disconnectAll, JOBS, keySlot, QUEUES, type RedisClient, type RedisSettings } from '@runtasks/shared/queue';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
+import { RedisClusterSet } from './support/redis-topologies.ts';
 
 /**
- * Redis Cluster readiness: BullMQ runs multi-key Lua scripts, which a cluster accepts only when every key
- * lies in one hash slot. With QUEUE_PREFIX=`{tag}` every key of the queue hashes on `tag` alone. Checked
- * here on a standalone Redis by computing each key's slot as the cluster would (no cluster needed).
+ * Redis Cluster and BullMQ: BullMQ runs multi-key Lua scripts, which a cluster accepts only when every
+ * key lies in one hash slot. With QUEUE_PREFIX=`{tag}` every key of the queue hashes on `tag` alone.
+ * Checked on a standalone Redis by computing each key's slot as the cluster would, and on a real cluster
+ * of the test's own, which refuses the queue's scripts without the tag (CROSSSLOT).
  */
 const REDIS_URL = process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379/0';
-
-/** CRC16/XMODEM (polynomial 0x1021, initial value 0), the checksum Redis Cluster uses for key slots. */
-function crc16(data: Buffer): number {
-  let crc = 0;
-  for (const byte of data) {
-    crc ^= byte << 8;
-    for (let bit = 0; bit < 8; bit += 1) {
-      crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
-    }
-  }
-  return crc;
-}
-
-/** The cluster slot of a key: only the part between the first `{` and the next `}` counts, when it is not empty. */
-function keySlot(key: string): number {
-  const open = key.indexOf('{');
-  if (open !== -1) {
-    const close = key.indexOf('}', open + 1);
-    if (close > open + 1) return crc16(Buffer.from(key.slice(open + 1, close))) % 16384;
-  }
-  return crc16(Buffer.from(key)) % 16384;
-}
 
 const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
 const prefixes: string[] = [];
@@ -50,11 +31,17 @@ async function keysUnder(prefix: string): Promise<string[]> {
 }
 
 /** Uses the queue as the service does: jobs now, delayed, with ids, a scheduler, and a worker completing some. */
-async function exercise(prefix: string): Promise<string[]> {
-  prefixes.push(prefix);
-  const connection = { url: REDIS_URL, maxRetriesPerRequest: null };
-  const queue = new Queue(QUEUES.runs, { connection, prefix });
-  const worker = new Worker(QUEUES.runs, async (job) => job.name, { connection, prefix, autorun: false });
+async function exercise(prefix: string, settings?: RedisSettings): Promise<string[]> {
+  const clients: RedisClient[] = [];
+  const connection = () => {
+    if (!settings) return { url: REDIS_URL, maxRetriesPerRequest: null };
+    const client = connectRedis(settings, 'durable');
+    clients.push(client);
+    return client;
+  };
+  if (!settings) prefixes.push(prefix);
+  const queue = new Queue(QUEUES.runs, { connection: connection(), prefix });
+  const worker = new Worker(QUEUES.runs, async (job) => job.name, { connection: connection(), prefix, autorun: false });
   try {
     await queue.add(JOBS.runCreated, { runId: 'run-a' }, { jobId: 'run-created.run-a' });
     await queue.add(JOBS.runAdvance, { runId: 'run-b' });
@@ -78,8 +65,10 @@ async function exercise(prefix: string): Promise<string[]> {
   } finally {
     await worker.close();
     await queue.close();
+    // Connections given to BullMQ are the giver's to close.
+    await disconnectAll(clients, 5_000);
   }
-  return keysUnder(prefix);
+  return settings ? [] : keysUnder(prefix);
 }
 
 afterAll(async () => {
@@ -92,15 +81,8 @@ afterAll(async () => {
 
 describe('QUEUE_PREFIX with a {hash tag} (Redis Cluster)', () => {
   it('computes slots as Redis Cluster does', () => {
-    // Test vectors from the Redis Cluster specification and CLUSTER KEYSLOT.
+    // The check value of CRC16/XMODEM; the slots are tested table by table in shared/src/queue/connections.test.ts.
     expect(crc16(Buffer.from('123456789'))).toBe(0x31c3);
-    expect(keySlot('foo')).toBe(12182);
-    expect(keySlot('somekey')).toBe(11058);
-    expect(keySlot('{user1000}.following')).toBe(keySlot('{user1000}.followers'));
-    expect(keySlot('{user1000}.following')).toBe(keySlot('user1000'));
-    expect(keySlot('foo{}{bar}')).toBe(keySlot('foo{}{bar}')); // empty tag: the whole key is hashed
-    expect(keySlot('foo{}{bar}')).not.toBe(keySlot('bar'));
-    expect(keySlot('foo{{bar}}zap')).toBe(keySlot('{bar'));
   });
 
   it('puts every key of the runs queue in the slot of the tag', async () => {
@@ -128,4 +110,42 @@ describe('QUEUE_PREFIX with a {hash tag} (Redis Cluster)', () => {
     expect(keys.length).toBeGreaterThan(5);
     expect(new Set(keys.map(keySlot)).size).toBeGreaterThan(1);
   });
+});
+
+describe('a real Redis Cluster (three primaries, a replica each)', () => {
+  let cluster: RedisClusterSet;
+  const settings = (prefix: string): RedisSettings => loadConfig({ ...cluster.env(), QUEUE_PREFIX: `{${prefix}}` });
+
+  beforeAll(async () => {
+    cluster = await RedisClusterSet.start();
+  }, 120_000);
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  it('runs the queue with a {hash tag} prefix, and agrees on the slot', async () => {
+    const tag = `rt-${randomAlphanumeric(10)}`;
+    await exercise(`{${tag}}`, settings(tag));
+    const client = await cluster.primaryClientOf(`{${tag}}`);
+    try {
+      expect(await client.call('CLUSTER', 'KEYSLOT', `{${tag}}:${QUEUES.runs}:meta`)).toBe(keySlot(tag));
+      expect(await client.exists(`{${tag}}:${QUEUES.runs}:meta`)).toBe(1);
+    } finally {
+      client.disconnect();
+    }
+  }, 60_000);
+
+  it("refuses the queue's scripts without one (CROSSSLOT), which is why the service refuses to start so", async () => {
+    const tagged = settings('any');
+    // The configuration would refuse this prefix; the connection is made by hand to show the cluster's answer.
+    const untagged: RedisSettings = { ...tagged, queuePrefix: `rt-${randomAlphanumeric(10)}` };
+    const client = connectRedis(untagged, 'durable');
+    const queue = new Queue(QUEUES.runs, { connection: client, prefix: untagged.queuePrefix });
+    try {
+      await expect(queue.add(JOBS.runAdvance, { runId: 'run-a' })).rejects.toThrow(/CROSSSLOT/);
+    } finally {
+      await queue.close();
+      await disconnectAll([client], 5_000);
+    }
+  }, 60_000);
 });

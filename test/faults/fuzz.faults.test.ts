@@ -12,6 +12,7 @@ import { recordFigures } from '../support/figures.ts';
 import { api, createRun, createWorkspace, eventually, grantWorkspace, JSON_API, seedOrganization } from '../support/fixtures.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { expectNoViolations } from '../support/invariants.ts';
+import { isUtf8 } from 'node:buffer';
 import { encode, Raw } from '../support/raw-json.ts';
 
 /**
@@ -281,7 +282,12 @@ interface Body {
   /** null: no Content-Type header. */
   contentType: string | null;
   size: Size;
+  /** What a 422 for this body must carry: the offending byte's offset, or a pointer to the number. */
+  refusedWith?: 'byte-offset' | 'pointer';
 }
+
+/** Numbers neither a 64-bit float nor PostgreSQL's numeric can hold (docs/limits-and-security.md, "JSON bodies"). */
+const UNKEEPABLE_NUMBERS = ['1e1000000', '-1e309', '9'.repeat(400), '1e-20000', '0e2000000000', `0.${'0'.repeat(16_400)}1`];
 
 const CONTENT_TYPES = [
   null,
@@ -352,7 +358,28 @@ function hostileBody(rng: Rng, type: string, index: number, limitBytes: number):
       'UTF-8 BOM, UTF-16 text',
       rng.chance(0.5) ? `\ufeff{"data":{"type":"${type}"}}` : Buffer.from(`{"data":{"type":"${type}"}}`, 'utf16le'),
     );
-  if (roll < 97) return raw('empty body', Buffer.alloc(0));
+  if (roll < 96) return raw('empty body', Buffer.alloc(0));
+  if (roll < 97) {
+    // A bad sequence at a random byte of a document that is otherwise fine.
+    const text = Buffer.from(encode(jsonApiDocument(rng, type)));
+    const at = rng.int(text.length);
+    const bytes = Buffer.concat([text.subarray(0, at), Buffer.from(rng.pick(BAD_UTF8)), text.subarray(at)]);
+    const body = raw('invalid UTF-8 at a random byte', bytes);
+    // The bad bytes can complete a character the document had (a lead byte before a continuation): then it is fine.
+    return isUtf8(bytes) ? body : { ...body, refusedWith: 'byte-offset' };
+  }
+  if (roll < 98) {
+    const huge = rng.pick(UNKEEPABLE_NUMBERS);
+    const name = rng.pick(KNOWN_NAMES);
+    const place = rng.pick([
+      { data: { type, attributes: { [name]: new Raw(huge) } } },
+      { data: { type, attributes: { [name]: new Raw(`[1,"x",{"deep":[${huge}]}]`) } } },
+      { data: { type, attributes: { 'plan-json': new Raw(`{"resource_changes":[{"change":{"after":{"n":${huge}}}}]}`) } } },
+      { data: { type, id: new Raw(huge) } },
+      { meta: new Raw(huge), data: { type } },
+    ]);
+    return { ...json('an unkeepable number at a random place', place), refusedWith: 'pointer' };
+  }
   return raw(
     'invalid UTF-8 key',
     Buffer.concat([Buffer.from('{"data":{"'), Buffer.from(rng.pick(BAD_UTF8)), Buffer.from(`":1,"type":"${type}"}}`)]),
@@ -426,6 +453,14 @@ function problemWith(answer: Answer): string {
     return 'an error body that is not JSON';
   }
   return '';
+}
+
+/** A 422 for invalid UTF-8 names the byte (meta.byte-offset); one for an unkeepable number points at it. */
+function refusalProblem(answer: Answer, refusedWith: 'byte-offset' | 'pointer'): string {
+  const first = (JSON.parse(answer.text) as { errors: { source?: { pointer?: unknown }; meta?: Record<string, unknown> }[] }).errors[0];
+  if (refusedWith === 'byte-offset') return typeof first?.meta?.['byte-offset'] === 'number' ? '' : 'a 422 without meta.byte-offset';
+  const pointer = first?.source?.pointer;
+  return typeof pointer === 'string' && pointer.startsWith('/') ? '' : 'a 422 without a pointer into the document';
 }
 
 const OBJECT_PROTOTYPE_KEYS = Reflect.ownKeys(Object.prototype);
@@ -550,6 +585,27 @@ describe('fuzzing every write route and the callback (≥ 100,000 bodies)', () =
     });
     expect(attached.status).toBe(201);
     params['workspace_task_id'] = attached.body.data.id as string;
+
+    // People, CI trust rules and notifications: one of each for their routes' ids.
+    const notification = await api(h, 'post', `/workspaces/${org.workspaceId}/notification-configurations`, admin, {
+      data: { type: 'notification-configurations', attributes: { name: 'fuzz', 'destination-type': 'generic', url: taskServer.url } },
+    });
+    expect(notification.status).toBe(201);
+    params['configuration_id'] = notification.body.data.id as string;
+    const rule = await api(h, 'post', `/workspaces/${org.workspaceId}/ci-trust-rules`, admin, {
+      data: {
+        type: 'ci-trust-rules',
+        attributes: { issuer: 'https://token.actions.githubusercontent.com', claims: { repository: 'fuzz/app' } },
+      },
+    });
+    expect(rule.status).toBe(201);
+    params['rule_id'] = rule.body.data.id as string;
+    const invited = await api(h, 'post', `/organizations/${org.organization}/organization-memberships`, admin, {
+      data: { type: 'organization-memberships', attributes: { email: 'fuzz-member@example.test' } },
+    });
+    expect(invited.status).toBe(201);
+    params['user_id'] = invited.body.data.relationships.user.data.id as string;
+    params['organization_membership_id'] = invited.body.data.id as string;
 
     const version = await api(h, 'post', `/workspaces/${org.workspaceId}/configuration-versions`, admin, {
       data: { type: 'configuration-versions', attributes: { 'auto-queue-runs': false } },
@@ -697,6 +753,12 @@ describe('fuzzing every write route and the callback (≥ 100,000 bodies)', () =
                 problems.push(
                   `${key} ← ${body.kind} (${body.bytes.length} bytes, ${body.contentType ?? 'no content type'}): ${problem}: ${answer.text.slice(0, 300)}`,
                 );
+              // The archive upload reads bytes, not JSON: its 422 is about the archive.
+              const refusal =
+                body.refusedWith && !route.path.startsWith('/uploads/') && answer.status === 422
+                  ? refusalProblem(answer, body.refusedWith)
+                  : '';
+              if (refusal && problems.length < 20) problems.push(`${key} ← ${body.kind}: ${refusal}: ${answer.text.slice(0, 300)}`);
               if (!raw && body.size === 'over-limit' && ![401, 413, 415].includes(answer.status) && problems.length < 20)
                 problems.push(`${key} ← ${body.kind} (${body.bytes.length} bytes): expected 413, got ${answer.status}`);
               byStatus[String(answer.status)] = (byStatus[String(answer.status)] ?? 0) + 1;
@@ -789,5 +851,5 @@ describe('fuzzing every write route and the callback (≥ 100,000 bodies)', () =
       invariantViolations: 0,
       runsChecked: counts.runs,
     });
-  }, 600_000);
+  }, 900_000);
 });

@@ -484,21 +484,21 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
     const scenarioStart = Date.now();
     const RUNS = 50;
     const TASKS = 4;
-    const answers = new Map<string, number>();
+    // Every answer a result's callbacks got: a delivery may arrive twice (a job re-run after its lease
+    // ran out on a busy machine), and each arrival calls back once.
+    const answers = new Map<string, number[]>();
     const versionsAtDelivery = new Map<string, number>();
     const racing = await scriptedServer((delivery, res) => {
       res.writeHead(200).end();
       const resultId = delivery.payload.task_result_id;
       void resultOf(resultId).then((row) => {
-        versionsAtDelivery.set(resultId, row.version);
+        if (!versionsAtDelivery.has(resultId)) versionsAtDelivery.set(resultId, row.version);
         // The fault's timing: the verdict lands from 300 ms before to 2 s after the progress deadline,
         // where the deadline job (50 ms after it) and the sweeper (every 0.5 s) end the result.
         const landAt = time(row.progress_deadline) - 300 + Math.random() * 2_300;
         later(Math.max(0, landAt - Date.now()), () => {
-          void callBack(delivery.payload, 'passed').then(
-            (code) => answers.set(resultId, code),
-            () => answers.set(resultId, -1),
-          );
+          const answered = (code: number) => answers.set(resultId, [...(answers.get(resultId) ?? []), code]);
+          void callBack(delivery.payload, 'passed').then(answered, () => answered(-1));
         });
       });
     });
@@ -518,21 +518,29 @@ describe('task servers misbehaving: bounded retries, deadlines, one terminal sta
     await eventually(async () => (answers.size >= RUNS * TASKS ? true : undefined), 60_000, 100);
     for (const runId of runIds) await runSettles(runId);
     const tally = { passed: 0, errored: 0 };
-    for (const [resultId, code] of answers) {
+    for (const [resultId, codes] of answers) {
       const row = await resultOf(resultId);
       expect(finalKeys(row)).toHaveLength(1);
       expect(row.version).toBe((versionsAtDelivery.get(resultId) ?? Number.NaN) + 1);
-      expect({ code, status: row.status }).toEqual(code === 200 ? { code, status: 'passed' } : { code: 409, status: 'errored' });
+      // One callback at most was taken (200), and then the result passed; every other answer was 409.
+      const accepted = codes.filter((code) => code === 200).length;
+      expect(codes.filter((code) => code !== 200 && code !== 409)).toEqual([]);
+      expect({ accepted, status: row.status }).toEqual(
+        accepted === 1 ? { accepted, status: 'passed' } : { accepted: 0, status: 'errored' },
+      );
       tally[row.status as 'passed' | 'errored'] += 1;
     }
     // Both sides of the race happened, so the race was really run.
     expect(tally.passed).toBeGreaterThan(0);
     expect(tally.errored).toBeGreaterThan(0);
-    expect(racing.deliveries).toHaveLength(RUNS * TASKS);
+    // Every result was delivered; a second arrival of one (at least once) is counted, not refused.
+    const delivered = new Set(racing.deliveries.map((delivery) => delivery.payload.task_result_id));
+    expect(delivered.size).toBe(RUNS * TASKS);
     recordFigures(SUITE, 'callback-vs-deadline-race', {
       runs: RUNS,
       tasksPerRun: TASKS,
       trials: answers.size,
+      deliveredAgain: racing.deliveries.length - delivered.size,
       callbackWon: tally.passed,
       deadlineWon: tally.errored,
       terminalTransitionsPerResult: 1,

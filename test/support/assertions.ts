@@ -17,7 +17,8 @@ export interface ApiError {
   status: string;
   title: string;
   detail?: string;
-  source?: { pointer?: string; parameter?: string };
+  source?: { pointer?: string; parameter?: string; header?: string };
+  meta?: Record<string, unknown>;
 }
 
 /** Asserts a JSON:API error document with one error of `status` and, when given, its pointer; returns that error. */

@@ -5,7 +5,7 @@ import { FINAL_RUN_STATUSES, randomAlphanumeric, type RunStatus } from '@runtask
 import { migrateUp, openOrm } from '@runtasks/shared/db';
 import { pingRedis } from '@runtasks/shared/queue';
 import { createTaskClient } from '@runtasks/shared/outbound';
-import { createSecretBox, type SecretBox } from '@runtasks/shared/security';
+import { CALLBACK_TOKEN_PREFIX, createSecretBox, type SecretBox } from '@runtasks/shared/security';
 import { Redis } from 'ioredis';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -421,7 +421,12 @@ export async function checkLedgers(
       const tokens = new Set(group.map((record) => record.payload?.access_token));
       if (tokens.size !== 1) summary.violations.push(`result ${id}: ${tokens.size} different access tokens over ${group.length} POSTs`);
       const [token] = tokens;
-      if (!token || token === VERIFICATION_TOKEN || row.callback_token_hash !== secrets.hashToken(token))
+      // The result's own: the one stored for it (planned before tokens were derived), or else the one derived from its id.
+      const own =
+        row.callback_token_hash === null
+          ? secrets.derivedSubject(token ?? '', CALLBACK_TOKEN_PREFIX) === id
+          : row.callback_token_hash === secrets.hashToken(token ?? '');
+      if (!token || token === VERIFICATION_TOKEN || !own)
         summary.violations.push(`result ${id}: the access token sent is not the result's own`);
     }
   }
@@ -630,6 +635,8 @@ export class ApiProcess {
   readonly port: number;
   readonly baseUrl: string;
   readonly unexpectedExits: string[] = [];
+  /** The `msg` of every log line of every start so far, in order. */
+  readonly messages: string[] = [];
   starts = 0;
   private child: ChildProcess | undefined;
   private exited: Promise<unknown> = Promise.resolve();
@@ -696,7 +703,9 @@ export class ApiProcess {
       partial = lines.pop() ?? '';
       for (const line of lines) {
         try {
-          if ((JSON.parse(line) as { msg?: unknown }).msg === 'listening') markListening();
+          const msg = (JSON.parse(line) as { msg?: unknown }).msg;
+          if (typeof msg === 'string') this.messages.push(msg);
+          if (msg === 'listening') markListening();
         } catch {
           // Not a log line.
         }

@@ -12,7 +12,7 @@ import request from 'supertest';
 import type TestAgent from 'supertest/lib/agent.js';
 import { buildApp } from '../../services/api/src/app.ts';
 import { issueToken } from '../../services/api/src/auth/tokens.ts';
-import { createApiServer } from '../../services/api/src/http/server.ts';
+import { createApiServer, SERVER_LIMITS } from '../../services/api/src/http/server.ts';
 import type { ApiOpsHandle } from '../../services/api/src/ops/create-ops.ts';
 import { databaseUrl, dropDatabase, PREFIX, TEMPLATE, withAdminClient } from './databases.ts';
 
@@ -79,7 +79,9 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const app = buildApp({ config, orm, secrets, logger, taskClient, ops: ops?.ops });
   // The production server, with its limits (timeouts of slow and idle clients).
   const server: Server = await new Promise((resolve) => {
-    const listening = createApiServer(app.callback()).listen(0, '127.0.0.1', () => resolve(listening));
+    const listening = createApiServer(app.callback(), { ...SERVER_LIMITS, bodyRate: config.uploadRate }).listen(0, '127.0.0.1', () =>
+      resolve(listening),
+    );
   });
   const { port } = server.address() as AddressInfo;
   // The app reads the configuration per request, so setting it after listen is seen by every request.

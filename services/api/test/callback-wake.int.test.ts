@@ -227,6 +227,43 @@ describe('callbacks wake the run once per stage', () => {
     expect(await wakeEvents(runId)).toBe(0);
   });
 
+  it("takes HCP's tag levels, and refuses an unknown one with a 422 naming it at its pointer", async () => {
+    const { results } = await runWithOpenResults();
+    const [first, second] = results as [{ id: string; token: string }, { id: string; token: string }];
+    const withLevel = (level: string) => ({
+      data: {
+        type: 'task-results',
+        attributes: { status: 'running' },
+        relationships: {
+          outcomes: {
+            data: [{ type: 'task-result-outcomes', attributes: { 'outcome-id': 'CVE-1', tags: { Severity: [{ label: 'High', level }] } } }],
+          },
+        },
+      },
+    });
+    for (const level of ['none', 'info', 'warning', 'error'])
+      expect({
+        level,
+        status: (await api(h, 'patch', `/task-results/${first.id}/callback`, first.token, withLevel(level))).status,
+      }).toEqual({
+        level,
+        status: 200,
+      });
+    const refused = await api(h, 'patch', `/task-results/${second.id}/callback`, second.token, withLevel('critical'));
+    expect(refused.status).toBe(422);
+    const pointer = '/data/relationships/outcomes/data/0/attributes/tags/Severity/0/level';
+    expect(refused.body.errors[0]).toMatchObject({
+      status: '422',
+      source: { pointer },
+      detail: `${pointer} must be one of none, info, warning, error; got "critical"`,
+    });
+    const [row] = await h.orm.em
+      .fork()
+      .getConnection()
+      .execute<{ outcomes: string }[]>(`select count(*) as outcomes from task_result_outcomes where task_result_id = ?`, [second.id]);
+    expect(row?.outcomes).toBe('0');
+  });
+
   it('an unpaired surrogate escape in an outcome is a 422 at its pointer, and changes nothing', async () => {
     const { runId, results } = await runWithOpenResults();
     const [first] = results as [{ id: string; token: string }];

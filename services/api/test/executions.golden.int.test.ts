@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { DB_NOW_ISO, nativePool } from '@runtasks/shared/db';
 import { expectError, type Response } from '../../../test/support/assertions.ts';
@@ -82,6 +83,8 @@ describe('plans and applies: golden documents (what go-tfe reads)', () => {
         ...ZERO_COUNTS,
         'execution-details': { mode: 'local' },
         'error-message': null,
+        'plan-json-sha256': null,
+        'plan-file-sha256': null,
         'log-read-url': null,
         ...attributes,
       },
@@ -143,6 +146,8 @@ describe('plans and applies: golden documents (what go-tfe reads)', () => {
       'status-timestamps': { 'queued-at': isoTimestamp(), 'started-at': isoTimestamp(), 'finished-at': isoTimestamp() },
       'has-changes': true,
       ...CHANGING_PLAN_COUNTS,
+      // Not HCP's: what a pipeline compares its plan file with before it applies.
+      'plan-json-sha256': createHash('sha256').update(JSON.stringify(CHANGING_PLAN)).digest('hex'),
     });
     expect(reported.body).toEqual(finished);
     expect((await get(`/plans/${planId}`)).body).toEqual(reported.body);

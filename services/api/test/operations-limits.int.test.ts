@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { startRunTaskServer, type RunTaskServer } from '../../../examples/run-task-server/server.ts';
 import { expectError, type Response } from '../../../test/support/assertions.ts';
-import { api, eventually, JSON_API } from '../../../test/support/fixtures.ts';
+import { eventually, impatientApi as api, JSON_API } from '../../../test/support/fixtures.ts';
 import { startHarness, TEST_SECRET_KEY, type Harness } from '../../../test/support/harness.ts';
 import { startWorker, type RunningWorker } from '../../worker/src/worker.ts';
 import { freePort, probe, readiness } from '../../../test/support/processes.ts';

@@ -53,7 +53,13 @@ describe('probes: /healthz and /readyz follow Redis going away and coming back',
     });
     expect(readiness(ready)).toEqual({
       ready: true,
-      components: { postgres: { ok: true }, redis: { ok: true }, migrations: { ok: true }, draining: { ok: true } },
+      components: {
+        postgres: { ok: true },
+        // The mode and the node it talks to (docs/operations.md): a single node here.
+        redis: { ok: true, mode: 'single', node: expect.stringMatching(/^127\.0\.0\.1:\d+$/) },
+        migrations: { ok: true },
+        draining: { ok: true },
+      },
     });
   });
 
@@ -77,7 +83,7 @@ describe('probes: /healthz and /readyz follow Redis going away and coming back',
       const result = await probe(`${h.baseUrl}/readyz`);
       return result.status === 200 ? result : undefined;
     }, 15_000);
-    expect(readiness(up).components['redis']).toEqual({ ok: true });
+    expect(readiness(up).components['redis']).toEqual({ ok: true, mode: 'single', node: expect.stringMatching(/^127\.0\.0\.1:\d+$/) });
   }, 40_000);
 });
 

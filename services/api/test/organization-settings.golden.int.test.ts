@@ -26,6 +26,7 @@ const DEFAULT_SETTINGS = {
   'session-timeout': 20160,
   'stacks-enabled': false,
   'registry-monorepo-support-enabled': false,
+  'sso-team-mapping': null,
   'saml-enabled': false,
   'two-factor-conformant': true,
   'trial-expires-at': null,
@@ -48,6 +49,7 @@ const CHANGED: [string, unknown][] = [
   ['session-timeout', 60],
   ['stacks-enabled', true],
   ['registry-monorepo-support-enabled', true],
+  ['sso-team-mapping', { 'idp-platform': 'owners' }],
 ];
 
 describe('organization settings', () => {
@@ -192,6 +194,9 @@ describe('organization settings', () => {
     const name = await createOrganization(h, uniqueName('entitled'));
     const res = await api(h, 'get', `/organizations/${name}/entitlement-set`, h.adminToken);
     expect(res.status).toBe(200);
+    // There are no state versions: the set must not claim state storage.
+    const states = await api(h, 'get', `/state-versions?filter%5Borganization%5D%5Bname%5D=${name}`, h.adminToken);
+    expect(states.status).toBe(404);
     expect(res.body.data.attributes).toEqual({
       'run-tasks': true,
       'run-task-limit': null,
@@ -201,9 +206,9 @@ describe('organization settings', () => {
       'private-run-tasks': false,
       teams: true,
       operations: true,
-      'state-storage': true,
+      'state-storage': false,
       agents: false,
-      'audit-logging': false,
+      'audit-logging': true,
       'configuration-designer': false,
       'cost-estimation': false,
       'module-tests-generation': false,

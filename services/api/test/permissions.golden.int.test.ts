@@ -175,9 +175,9 @@ describe('permissions', () => {
       expect(byId).toEqual({ [acme.workspaceId]: WORKSPACE_PLAN, [readWorkspace]: WORKSPACE_READ });
       expect(permissionsOf(await api(h, 'get', `/workspaces/${readWorkspace}`, planTeamToken))).toEqual(WORKSPACE_READ);
 
-      // can-queue-run: true where the team plans, false where it reads.
+      // can-queue-run: true where the team plans, false where it reads (and a 403 says what it lacks).
       expect((await api(h, 'post', '/runs', planTeamToken, runDocument(acme.workspaceId))).status).toBe(201);
-      expect((await api(h, 'post', '/runs', planTeamToken, runDocument(readWorkspace))).status).toBe(404);
+      expect((await api(h, 'post', '/runs', planTeamToken, runDocument(readWorkspace))).status).toBe(403);
       // can-update: false.
       const update = await api(h, 'patch', `/workspaces/${acme.workspaceId}`, planTeamToken, {
         data: { type: 'workspaces', attributes: { description: 'not mine' } },
@@ -218,9 +218,13 @@ describe('permissions', () => {
       const planned = await api(h, 'post', '/runs', planTeamToken, runDocument(acme.workspaceId));
       expect(planned.body.data.attributes.permissions).toEqual(runPermissions(false));
 
-      // can-discard and can-cancel false: the team's request is refused as if the run were not there.
+      // can-discard and can-cancel false: the team's request is refused, naming the permission it lacks.
       for (const action of ['apply', 'cancel', 'discard']) {
-        expect((await api(h, 'post', `/runs/${runId}/actions/${action}`, planTeamToken)).status).toBe(404);
+        const refused = await api(h, 'post', `/runs/${runId}/actions/${action}`, planTeamToken);
+        expect([refused.status, refused.body.errors[0].detail]).toEqual([
+          403,
+          `This token may read the run but may not ${action} it: that takes the "apply" runs permission on the workspace.`,
+        ]);
       }
       // The owner's may: its cancel is accepted.
       expect(

@@ -113,11 +113,15 @@ describe('run comments (golden)', () => {
     expect(await countComments(runId)).toBe(1);
   });
 
-  it('reading takes reading the run; writing takes planning in its workspace; other organizations see nothing', async () => {
+  it('reading takes reading the run; writing takes planning in its workspace (a reader gets a 403 naming it); other organizations see nothing', async () => {
     const runId = await createRun(h, acme.organizationToken, acme.workspaceId, { 'plan-only': true });
     const created = await api(h, 'post', `/runs/${runId}/comments`, acme.organizationToken, commentDocument('owners only'));
     expect((await api(h, 'get', `/comments/${created.body.data.id}`, readToken)).status).toBe(200);
-    expectNotFound(await api(h, 'post', `/runs/${runId}/comments`, readToken, commentDocument('reader')));
+    // A reader of the run lacking the runs permission is told which one it takes (docs/go-tfe.md).
+    const refused = expectError(await api(h, 'post', `/runs/${runId}/comments`, readToken, commentDocument('reader')), 403);
+    expect(refused.detail).toBe(
+      'This token may read the run but may not comment on it: that takes the "plan" or "apply" runs permission on the workspace.',
+    );
     expectNotFound(await api(h, 'get', `/comments/${created.body.data.id}`, other.organizationToken));
     expectNotFound(await api(h, 'get', `/runs/${runId}/comments`, other.organizationToken));
     expectNotFound(await api(h, 'post', `/runs/${runId}/comments`, other.organizationToken, commentDocument('outsider')));

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { api, createRun, createTeam, createTeamToken, createWorkspace, grantWorkspace } from '../../../test/support/fixtures.ts';
 import { startHarness } from '../../../test/support/harness.ts';
-import { type Browser, cookieOf, csrfIn } from './run-pages/http-forms.ts';
+import { type Browser, cookieOf, csrfIn, FORM } from './run-pages/http-forms.ts';
 import { useRunPagesHttp } from './run-pages/http-setup.ts';
 
 /**
@@ -44,7 +44,7 @@ describe('the run pages over HTTP', () => {
     const csrf = csrfIn(await form.text());
     const attempts: [Record<string, string>, string, number][] = [
       [{ token: g.f.organizationToken }, signInCookie, 403],
-      [{ token: g.f.organizationToken, csrf: 'f'.repeat(64) }, signInCookie, 403],
+      [{ token: g.f.organizationToken, csrf: 'f'.repeat(128) }, signInCookie, 403],
       [{ token: g.f.organizationToken, csrf }, '', 403],
       [{ token: 'not-a-token', csrf }, signInCookie, 401],
       [{ token: `${g.f.organizationToken}x`, csrf }, signInCookie, 401],
@@ -73,7 +73,7 @@ describe('the run pages over HTTP', () => {
     const response = await post('/session', signInCookie, { csrf, token: g.f.organizationToken, next: g.runPath });
     expect([response.status, response.headers.get('location')]).toEqual([303, g.runPath]);
     const line = response.headers.getSetCookie().find((cookie) => cookie.startsWith('runtasks_session=')) ?? '';
-    expect(line).toMatch(/^runtasks_session=[A-Za-z0-9_-]{43}; Path=\/; Max-Age=28800; HttpOnly; SameSite=Strict$/);
+    expect(line).toMatch(/^runtasks_session=[A-Za-z0-9_-]{43}; Path=\/; Max-Age=28800; HttpOnly; SameSite=Lax$/);
     const id = line.split(';')[0]?.split('=')[1] ?? '';
     const rows = await sql<{ id_hash: string }>(`select id_hash from page_sessions where id_hash = ?`, [g.h.secrets.hashToken(id)]);
     expect(rows).toHaveLength(1);
@@ -84,11 +84,34 @@ describe('the run pages over HTTP', () => {
     }
   });
 
-  it('marks the cookie Secure where the service is reached over HTTPS (PUBLIC_BASE_URL)', async () => {
-    const tls = await startHarness({ env: { PUBLIC_BASE_URL: 'https://runtasks.example.com', RATE_LIMIT_PER_SECOND: '0' } });
+  it('names the cookies __Host- and marks them Secure where the service is reached over HTTPS (PUBLIC_BASE_URL)', async () => {
+    const tls = await startHarness({ ops: true, env: { PUBLIC_BASE_URL: 'https://runtasks.example.com' } });
     try {
       const form = await fetch(`${tls.baseUrl}/session`);
-      expect(form.headers.getSetCookie()[0]).toMatch(/; HttpOnly; SameSite=Strict; Secure$/);
+      expect(form.headers.getSetCookie()[0]).toMatch(
+        /^__Host-runtasks_sign_in=[A-Za-z0-9_-]{43}; Path=\/; Max-Age=3600; HttpOnly; SameSite=Strict; Secure$/,
+      );
+      // The bare name, which a neighbouring subdomain could set over HTTPS, is not read there.
+      const signInCookie = cookieOf(form, '__Host-runtasks_sign_in') ?? '';
+      const fields = { csrf: csrfIn(await form.text()), token: tls.adminToken };
+      const bare = await fetch(`${tls.baseUrl}/session`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { 'content-type': FORM, cookie: signInCookie.replace('__Host-', '') },
+        body: new URLSearchParams(fields).toString(),
+      });
+      expect(bare.status).toBe(403);
+      const signedIn = await fetch(`${tls.baseUrl}/session`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { 'content-type': FORM, cookie: signInCookie },
+        body: new URLSearchParams(fields).toString(),
+      });
+      expect(signedIn.status).toBe(303);
+      expect(signedIn.headers.getSetCookie()).toEqual([
+        expect.stringMatching(/^__Host-runtasks_session=[A-Za-z0-9_-]{43}; Path=\/; Max-Age=28800; HttpOnly; SameSite=Lax; Secure$/),
+        '__Host-runtasks_sign_in=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict; Secure',
+      ]);
     } finally {
       await tls.close();
     }
@@ -98,7 +121,7 @@ describe('the run pages over HTTP', () => {
     const live = async (browser: Browser): Promise<boolean> => (await get('/app', browser.cookie)).status !== 303;
     const first = await signIn(g.f.organizationToken);
     expect(await live(first)).toBe(true);
-    expect((await post('/session/sign-out', first.cookie, { csrf: 'a'.repeat(64) })).status).toBe(403);
+    expect((await post('/session/sign-out', first.cookie, { csrf: 'a'.repeat(128) })).status).toBe(403);
     expect(await live(first)).toBe(true);
     const out = await post('/session/sign-out', first.cookie, { csrf: first.csrf });
     expect([out.status, out.headers.get('location')]).toEqual([303, '/session']);
@@ -157,12 +180,13 @@ describe('the run pages over HTTP', () => {
   it('offers and allows an override and run actions only as the API would, with CSRF on every form', async () => {
     const reader = await signIn(g.readerToken);
     const readerPage = await (await get(g.runPath, reader.cookie)).text();
-    expect(readerPage).toContain('awaiting override');
+    expect(readerPage).toContain('Awaiting override');
     expect(readerPage).not.toContain('Override and continue');
     expect(readerPage).not.toContain('/actions');
-    // Posted all the same: the API's 404 (no manage-policy-overrides, no runs:apply), nothing changes.
+    // Posted all the same: refused (no manage-policy-overrides: the page's 404; no runs:apply: the API's
+    // 403 naming it, since the reader sees the run), nothing changes.
     expect((await post(`${g.runPath}/override`, reader.cookie, { csrf: reader.csrf, stage: g.stageId })).status).toBe(404);
-    expect((await post(`${g.runPath}/actions`, reader.cookie, { csrf: reader.csrf, action: 'discard' })).status).toBe(404);
+    expect((await post(`${g.runPath}/actions`, reader.cookie, { csrf: reader.csrf, action: 'discard' })).status).toBe(403);
     expect(await stageStatus()).toBe('awaiting_override');
 
     const owner = await signIn(g.f.organizationToken);
@@ -208,6 +232,32 @@ describe('the run pages over HTTP', () => {
     await awaitingRun();
   });
 
+  it("refuses an override form posted on one run's page with another run's stage: 404, and neither stage changes", async () => {
+    const owner = await signIn(g.f.organizationToken);
+    const pagePath = g.runPath;
+    const ownStage = g.stageId;
+    // Another run of the same organization and workspace, also awaiting an override, which the owner may override.
+    await awaitingRun();
+    const otherStage = g.stageId;
+    expect(otherStage).not.toBe(ownStage);
+    const posted = await post(`${pagePath}/override`, owner.cookie, { csrf: owner.csrf, stage: otherStage, comment: 'wrong page' });
+    expect(posted.status).toBe(404);
+    const statuses = await sql<{ id: string; status: string }>(`select id, status from task_stages where id in (?, ?) order by id`, [
+      ownStage,
+      otherStage,
+    ]);
+    expect(new Map(statuses.map((row) => [row.id, row.status]))).toEqual(
+      new Map([
+        [ownStage, 'awaiting_override'],
+        [otherStage, 'awaiting_override'],
+      ]),
+    );
+    // Nothing was recorded as overridden either.
+    expect(await sql(`select id from run_events where action = 'overridden' and task_stage_id in (?, ?)`, [ownStage, otherStage])).toEqual(
+      [],
+    );
+  });
+
   it('lists a workspace’s runs newest first, a page at a time, and its attached tasks for those who manage them', async () => {
     const owner = await signIn(g.f.organizationToken);
     const workspacePath = `/app/${g.f.organization}/workspaces/${g.f.organization}-ws`;
@@ -219,7 +269,7 @@ describe('the run pages over HTTP', () => {
     const ids = (page: string): string[] => [...page.matchAll(/<a href="[^"]+\/runs\/(run-[A-Za-z0-9]+)"/g)].map((match) => match[1] ?? '');
     expect(ids(first)).toEqual([created[1], created[0]]);
     expect(first).toContain('page%5Bnumber%5D=2&amp;page%5Bsize%5D=2">Older</a>');
-    expect(first).toMatch(/<th scope="row">scanner<\/th>\s*<td>post plan<\/td>\s*<td>mandatory<\/td>/);
+    expect(first).toMatch(/<th scope="row"><bdi>scanner<\/bdi><\/th>\s*<td>post plan<\/td>\s*<td class="nowrap">mandatory<\/td>/);
     // A page size the API refuses is refused here too, with its status.
     expect((await get(`${workspacePath}?page%5Bsize%5D=1000`, owner.cookie)).status).toBe(422);
     const reader = await signIn(g.readerToken);
@@ -229,7 +279,7 @@ describe('the run pages over HTTP', () => {
     const organizationPage = await (await get(`/app/${g.f.organization}`, reader.cookie)).text();
     expect(organizationPage).toContain('Run tasks are listed for those who may manage them.');
     const ownerOrganizationPage = await (await get(`/app/${g.f.organization}`, owner.cookie)).text();
-    expect(ownerOrganizationPage).toContain('<th scope="row">scanner</th>');
+    expect(ownerOrganizationPage).toContain('<th scope="row"><bdi>scanner</bdi></th>');
     // A workspace the team has no access to is not listed for it.
     await createWorkspace(g.h, g.f.organization, g.f.organizationToken, 'unlisted');
     expect(await (await get(`/app/${g.f.organization}`, reader.cookie)).text()).not.toContain('unlisted');
@@ -275,8 +325,8 @@ describe('the run pages over HTTP', () => {
     );
     await sql(`update task_results set outcomes_count = 20 where id = ?`, [result?.id]);
     const page = await (await get(g.runPath, owner.cookie)).text();
-    const shown = page.match(/<summary>Details of BIG-\d\d<\/summary>/g) ?? [];
-    const omitted = page.match(/are too long to show on this page/g) ?? [];
+    const shown = page.match(/<summary>Details of <bdi>BIG-\d\d<\/bdi><\/summary>/g) ?? [];
+    const omitted = page.match(/Details left out here: this page already shows 1 MiB of outcome details\./g) ?? [];
     // Each body is read as 64 KiB and a character (to tell it was cut), and a page renders at most 1 MiB
     // of them: 15 shown, 5 left out.
     expect([shown.length, omitted.length]).toEqual([15, 5]);

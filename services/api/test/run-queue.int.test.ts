@@ -135,7 +135,7 @@ describe('the workspace run queue and workspace locks', () => {
     );
   });
 
-  it('refuses locking to a caller without the apply permission (404, and can-lock false), and a bad reason changes nothing', async () => {
+  it('refuses locking to a caller without the apply permission (403 naming it, and can-lock false), and a bad reason changes nothing', async () => {
     const workspaceId = await newWorkspace('lock-perm');
     const teamId = await createTeam(h, acme.organization, acme.organizationToken, uniqueName('planners'));
     await grantWorkspace(h, acme.organizationToken, teamId, workspaceId, { access: 'plan' });
@@ -145,7 +145,9 @@ describe('the workspace run queue and workspace locks', () => {
       'can-unlock': false,
       'can-force-unlock': false,
     });
-    expectNotFound(await api(h, 'post', `/workspaces/${workspaceId}/actions/lock`, planToken));
+    expect(expectError(await api(h, 'post', `/workspaces/${workspaceId}/actions/lock`, planToken), 403).detail).toBe(
+      'This token may read the workspace but may not lock it: that takes the "apply" runs permission on the workspace.',
+    );
     expectError(await api(h, 'post', `/workspaces/${workspaceId}/actions/lock`, acme.organizationToken, { reason: 42 }), 422, '/reason');
     expect((await workspaceDoc(workspaceId)).attributes.locked).toBe(false);
     expectNotFound(await api(h, 'post', `/workspaces/ws-doesnotexist0000/actions/lock`, acme.organizationToken));

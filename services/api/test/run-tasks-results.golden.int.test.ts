@@ -66,6 +66,20 @@ describe('run tasks API golden documents', () => {
       expect(res.body.data.id).toBe(resultId);
     });
 
+    it('show with an include → 400 naming it (HCP documents none for a task result), like every other read', async () => {
+      for (const include of ['task-stage', 'outcomes', 'nope']) {
+        const res = await api(g.h, 'get', `/task-results/${resultId}?include=${include}`, run.fixture.organizationToken);
+        expect(expectError(res, 400)).toEqual({
+          status: '400',
+          title: 'bad request',
+          detail: 'Invalid include parameter',
+          source: { parameter: 'include' },
+          meta: { reason: `'${include}' is not a valid include here; allowed: none.`, value: include, allowed: [] },
+        });
+      }
+      expectStatus(await api(g.h, 'get', `/task-results/${resultId}?include=`, run.fixture.organizationToken), 200);
+    });
+
     it('outcomes list → 200 task-result-outcomes documents with meta.pagination', async () => {
       const res = await api(g.h, 'get', `/task-results/${resultId}/outcomes`, run.fixture.organizationToken);
       expectStatus(res, 200);
@@ -216,7 +230,7 @@ describe('run tasks API golden documents', () => {
       expect(res.body.data.attributes['status-timestamps']).toEqual({ 'running-at': firstRanAt, 'awaiting-override-at': awaitingAt });
     });
 
-    it('a team without manage-policy-overrides → 404; a team with it and run read access → 200', async () => {
+    it('a reader without manage-policy-overrides → 403 naming it; a team with it → 200, workspace access or not', async () => {
       const { fixture, stageIds } = await runWithTask(['post_plan']);
       const stageId = stageIds[0] ?? '';
       await awaitOverride(stageId);
@@ -224,17 +238,15 @@ describe('run tasks API golden documents', () => {
       const readers = await createTeam(g.h, fixture.organization, fixture.organizationToken, uniqueName('readers'));
       await grantWorkspace(g.h, fixture.organizationToken, readers, fixture.workspaceId, { access: 'read' });
       const readersToken = await createTeamToken(g.h, fixture.organizationToken, readers);
-      const overridersElsewhere = await createTeam(g.h, fixture.organization, fixture.organizationToken, uniqueName('no-ws'), {
+      const strangers = await createTeam(g.h, fixture.organization, fixture.organizationToken, uniqueName('strangers'));
+      const strangersToken = await createTeamToken(g.h, fixture.organizationToken, strangers);
+      // HCP: the permission implies reading runs on every workspace, which overriding needs.
+      const overriders = await createTeam(g.h, fixture.organization, fixture.organizationToken, uniqueName('no-ws'), {
         'manage-policy-overrides': true,
       });
-      const elsewhereToken = await createTeamToken(g.h, fixture.organizationToken, overridersElsewhere);
-      const overriders = await createTeam(g.h, fixture.organization, fixture.organizationToken, uniqueName('overriders'), {
-        'manage-policy-overrides': true,
-      });
-      await grantWorkspace(g.h, fixture.organizationToken, overriders, fixture.workspaceId, { access: 'read' });
       const overridersToken = await createTeamToken(g.h, fixture.organizationToken, overriders);
 
-      // The reader sees the stage, says it cannot override, and gets the 404 of a missing stage.
+      // The reader sees the stage, says it cannot override, and is told what overriding takes.
       const seen = await api(g.h, 'get', `/task-stages/${stageId}`, readersToken);
       expectStatus(seen, 200);
       expect(seen.body.data.attributes.permissions).toEqual({
@@ -243,15 +255,18 @@ describe('run tasks API golden documents', () => {
         'can-override': false,
       });
       expect(seen.body.data.attributes.actions).toEqual({ 'is-overridable': false });
-      const denied = await override(stageId, readersToken, '{}');
+      expect(expectError(await override(stageId, readersToken, '{}'), 403).detail).toBe(
+        'This token may read the task stage but may not override it: that takes the organization\'s "manage policy overrides" permission.',
+      );
+      // A team that cannot read the stage learns nothing of it.
+      const denied = await override(stageId, strangersToken, '{}');
       expectNotFound(denied);
       expect(denied.body).toEqual(NOT_FOUND);
-      // The permission without read access to the run's workspace is no better.
-      expectNotFound(await override(stageId, elsewhereToken, '{}'));
       expect((await api(g.h, 'get', `/task-stages/${stageId}`, fixture.organizationToken)).body.data.attributes.status).toBe(
         'awaiting_override',
       );
 
+      expectStatus(await api(g.h, 'get', `/task-stages/${stageId}`, overridersToken), 200);
       const res = await override(stageId, overridersToken, '{"comment":"ok"}');
       expectStatus(res, 200);
       expect(res.body.data.attributes.status).toBe('running');

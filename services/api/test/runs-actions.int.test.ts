@@ -158,12 +158,13 @@ describe('runs API', () => {
     });
 
     describe('permissions', () => {
-      it('answers 404 to a team with runs plan or read, leaving the run untouched', async () => {
+      it('answers 403 naming the apply permission to a team with runs plan or read, leaving the run untouched', async () => {
         for (const token of [g.plannerToken, g.readerToken]) {
           const runId = await createRun(g.h, g.acme.organizationToken, g.acme.workspaceId);
-          expectNotFound(await api(g.h, 'post', `/runs/${runId}/actions/cancel`, token));
-          expectNotFound(await api(g.h, 'post', `/runs/${runId}/actions/discard`, token));
-          expectNotFound(await api(g.h, 'post', `/runs/${runId}/actions/apply`, token));
+          for (const action of ['cancel', 'discard', 'apply'])
+            expect(expectError(await api(g.h, 'post', `/runs/${runId}/actions/${action}`, token), 403).detail).toBe(
+              `This token may read the run but may not ${action} it: that takes the "apply" runs permission on the workspace.`,
+            );
           expect((await api(g.h, 'get', `/runs/${runId}`, g.acme.organizationToken)).body.data.attributes.status).toBe('pending');
         }
       });

@@ -35,6 +35,8 @@ const DEFAULT_ATTRIBUTES = {
   'replace-addrs': null,
   variables: [],
   'position-in-queue': 0,
+  // Not HCP's: what a run waiting in its workspace's queue waits for (docs/pipelines.md, "Waiting in the queue").
+  'waiting-for': null,
   'force-cancel-available-at': null,
   actions: { 'is-cancelable': true, 'is-confirmable': false, 'is-discardable': true, 'is-force-cancelable': false },
   permissions: { 'can-apply': true, 'can-cancel': true, 'can-discard': true, 'can-force-cancel': true, 'can-force-execute': true },

@@ -111,9 +111,11 @@ describe('runs API', () => {
       }
     });
 
-    it('answers 404 to a team with runs read, a team without access and another organization', async () => {
+    it('answers 403 naming the permission to a team with runs read; 404 to a team without access and another organization', async () => {
       const before = await g.h.orm.em.fork().count(Run, { workspace: g.acme.workspaceId });
-      for (const token of [g.readerToken, g.outsiderToken, g.other.organizationToken]) {
+      const reader = expectError(await api(g.h, 'post', '/runs', g.readerToken, runDocument(g.acme.workspaceId)), 403);
+      expect(reader.detail).toContain('the "plan" or "apply" runs permission');
+      for (const token of [g.outsiderToken, g.other.organizationToken]) {
         expectNotFound(await api(g.h, 'post', '/runs', token, runDocument(g.acme.workspaceId)));
       }
       expectNotFound(await api(g.h, 'post', '/runs', g.acme.organizationToken, runDocument(g.other.workspaceId)));

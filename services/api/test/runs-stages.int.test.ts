@@ -198,6 +198,25 @@ describe('runs API', () => {
       expect((await resultsInDb(g.h, runElsewhere)).map((result) => result.taskId)).not.toContain(global);
     });
 
+    it('does not plan a task whose global configuration was switched off into new runs', async () => {
+      const standard = await seedOrganization(g.h, uniqueName('global-off'));
+      const standardId = await externalIdOf(g.h, standard.organization);
+      const kept = await createRunTask(g.h, standardId, 'kept-global', { global: { stages: ['pre_plan'], enforcementLevel: 'mandatory' } });
+      const switched = await createRunTask(g.h, standardId, 'switched-global', {
+        global: { stages: ['post_plan'], enforcementLevel: 'mandatory' },
+      });
+      const before = await createRun(g.h, standard.organizationToken, standard.workspaceId);
+      expect((await resultsInDb(g.h, before)).map((result) => result.taskId).sort()).toEqual([kept, switched].sort());
+      const patched = await api(g.h, 'patch', `/tasks/${switched}`, standard.organizationToken, {
+        data: { type: 'tasks', attributes: { 'global-configuration': { enabled: false } } },
+      });
+      expect(patched.status).toBe(200);
+      expect(patched.body.data.attributes['global-configuration']).toMatchObject({ enabled: false, stages: ['post_plan'] });
+      const after = await createRun(g.h, standard.organizationToken, standard.workspaceId);
+      expect((await resultsInDb(g.h, after)).map((result) => result.taskId)).toEqual([kept]);
+      expect((await stagesInDb(g.h, after)).map((stage) => stage.stage)).toEqual(['pre_plan']);
+    });
+
     it('plans a global task that is also attached once, with the workspace settings', async () => {
       const standard = await seedOrganization(g.h, uniqueName('both'));
       const standardId = await externalIdOf(g.h, standard.organization);

@@ -57,7 +57,12 @@ describe('team settings and team access permissions', () => {
         'updated-at': ISO,
         permissions: { 'can-destroy': true, 'can-update-membership': false },
       },
-      relationships: { organization: { data: { id: acme.organization, type: 'organizations' } } },
+      relationships: {
+        organization: { data: { id: acme.organization, type: 'organizations' } },
+        // No members yet.
+        users: { data: [] },
+        'organization-memberships': { data: [] },
+      },
       links: { self: `/api/v2/teams/${res.body.data.id}` },
     });
   });

@@ -52,7 +52,12 @@ describe('teams: the owners team, visibility, filters', () => {
           'updated-at': ISO,
           permissions: { 'can-destroy': false, 'can-update-membership': false },
         },
-        relationships: { organization: { data: { id: organization, type: 'organizations' } } },
+        relationships: {
+          organization: { data: { id: organization, type: 'organizations' } },
+          // No members yet.
+          users: { data: [] },
+          'organization-memberships': { data: [] },
+        },
         links: { self: `/api/v2/teams/${ownersTeamId}` },
       },
     ]);

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { existsSync } from 'node:fs';
 import { JSON_API } from '../../../test/support/fixtures.ts';
 import { startWriteContext, type WriteContext } from './write-bodies/fixtures.ts';
 import { describeJsonProperties } from './write-bodies/json-properties.ts';
-import { JSON_WRITE_ROUTES, keyOf, RAW_ROUTES, WRITE_ROUTES } from './write-bodies/model.ts';
+import { JSON_WRITE_ROUTES, keyOf, RAW_ROUTES, SPECS_TO_WRITE, WRITE_ROUTES } from './write-bodies/model.ts';
 import { describeRawProperties } from './write-bodies/raw-properties.ts';
 
 /**
@@ -34,6 +35,7 @@ describe('request bodies of every write route (property-based)', () => {
   afterAll(async () => {
     await new Promise<void>((resolve) => ctx.taskServer.close(() => resolve()));
     await ctx.h.close();
+    await ctx.issuer.close();
   });
 
   it('every write route has a body generator, and every generator a route', () => {
@@ -44,7 +46,11 @@ describe('request bodies of every write route (property-based)', () => {
     // Raw routes take bytes: a property of their own, and no JSON spec.
     expect(rawKeys.filter((key) => !RAW_ROUTES[key])).toEqual([]);
     expect(Object.keys(RAW_ROUTES).filter((key) => !rawKeys.includes(key))).toEqual([]);
-    expect(WRITE_ROUTES.length).toBe(jsonKeys.length + rawKeys.length);
+    // The routes whose specs are still to be written are real write routes with JSON bodies, and tested elsewhere.
+    const allKeys = WRITE_ROUTES.map(keyOf);
+    expect(Object.keys(SPECS_TO_WRITE).filter((key) => !allKeys.includes(key))).toEqual([]);
+    for (const file of new Set(Object.values(SPECS_TO_WRITE))) expect(existsSync(new URL(`./${file}`, import.meta.url))).toBe(true);
+    expect(WRITE_ROUTES.length).toBe(jsonKeys.length + rawKeys.length + Object.keys(SPECS_TO_WRITE).length);
   });
 
   it('a configuration version needs no body: none, `{}` and an empty document get the defaults', async () => {

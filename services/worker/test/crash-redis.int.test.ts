@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { JOBS, QUEUES, runCreatedJobId } from '@runtasks/shared/queue';
+import { JOBS, QUEUES, REDIS_BACK_MESSAGE, REDIS_LOST_MESSAGE, runCreatedJobId } from '@runtasks/shared/queue';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import {
@@ -81,7 +81,7 @@ describe('crash tests: nothing is lost when processes and backing services die',
     const downAt = Date.now();
     // An outage the workers noticed, not a blip: each has lost its connection before Redis comes back.
     await eventually(
-      async () => (logged.every(({ worker, from }) => worker.messages.slice(from).includes('redis connection error')) ? true : undefined),
+      async () => (logged.every(({ worker, from }) => worker.messages.slice(from).includes(REDIS_LOST_MESSAGE)) ? true : undefined),
       15_000,
       50,
     );
@@ -140,5 +140,9 @@ describe('crash tests: nothing is lost when processes and backing services die',
     expect(check.counts).toMatchObject({ runs: total, final: total, results: total * TASKS_PER_RUN });
     expect(serverErrorsBut503(statuses)).toEqual({});
     expect(fleet.unexpectedExits).toEqual([]);
+    // The outage, as each worker logged it: one warning when Redis went, one when it was back.
+    const told = (message: string) => logged.map(({ worker, from }) => worker.messages.slice(from).filter((msg) => msg === message).length);
+    expect(told(REDIS_LOST_MESSAGE)).toEqual(logged.map(() => 1));
+    expect(told(REDIS_BACK_MESSAGE)).toEqual(logged.map(() => 1));
   }, 120_000);
 });

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { nativePool } from '@runtasks/shared/db';
-import { CLAIM, claimStartedAtCreation, ATTEMPT_LEASE_MS, sweep } from '@runtasks/shared/engine';
+import { CLAIM, claimStartedAtCreation, ATTEMPT_LEASE_MS, sweep, tokenOf, type DispatchRow } from '@runtasks/shared/engine';
+import { CALLBACK_TOKEN_PREFIX } from '@runtasks/shared/security';
 import { api, attachTask, createRun, createTask, eventually, seedOrganization } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
 import { startScriptedServer, type ScriptedServer } from '../../../test/support/scripted-server.ts';
@@ -47,7 +48,11 @@ describe('the first attempts of a stage started as its run was created', () => {
     ]);
     const claimed = await claimStartedAtCreation(fx.orm.em.fork(), stageId);
     // With what their payloads need, and leased for one attempt each.
-    expect(claimed.map((row) => [row.stage, row.attempts, row.callback_token_encrypted !== null]).sort()).toEqual([
+    // Their access tokens are derived from their ids: nothing stored, and each delivery sends its result's own.
+    const ownToken = (row: DispatchRow): boolean =>
+      fx.h.secrets.derivedSubject(tokenOf(fx.h.secrets, row, undefined), CALLBACK_TOKEN_PREFIX) === row.id &&
+      row.callback_token_encrypted === null;
+    expect(claimed.map((row) => [row.stage, row.attempts, ownToken(row)]).sort()).toEqual([
       ['pre_plan', 1, true],
       ['pre_plan', 1, true],
     ]);

@@ -153,4 +153,55 @@ describe('delivery attempts', () => {
     expect(outcome).toMatchObject({ kind: 'final', status: 'errored' });
     expect(await resultRow(ended.resultId)).toMatchObject({ status: 'errored', attempts: 1 });
   });
+
+  it('a stalled delivery job re-run after its lease ran out makes no attempt past the cap', async () => {
+    respond = (_delivery, res) => res.writeHead(503).end('busy');
+    const { stageId, resultId } = await runningResult();
+    const retryDelaysMs = [0, 0];
+    const [claimed] = await claimStartedAtCreation(h.orm.em.fork(), stageId);
+    expect(
+      await deliverClaimed(h.orm.em.fork(), await deps(retryDelaysMs), claimed!, tokenOf(h.secrets, claimed!, undefined)),
+    ).toMatchObject({
+      kind: 'retry',
+      attempt: 2,
+    });
+    // Attempts 2 and 3 (the last of three) are claimed; the worker making attempt 3 stalls, and its lease runs out.
+    expect((await dispatchResult(h.orm.em.fork(), await deps(retryDelaysMs), resultId)).kind).toBe('retry');
+    await sql(`update task_results set attempts = 3, next_attempt_at = now() - interval '1 minute' where id = $1`, [resultId]);
+    const delivered = server.deliveries.length;
+    // Its job is re-run (BullMQ's stall check), and the sweeper re-drives it: neither may make a fourth attempt.
+    expect(await dispatchResult(h.orm.em.fork(), await deps(retryDelaysMs), resultId)).toEqual({ kind: 'skipped' });
+    expect(await dispatchResult(h.orm.em.fork(), await deps(retryDelaysMs), resultId)).toEqual({ kind: 'skipped' });
+    expect(server.deliveries.length).toBe(delivered);
+    expect(await resultRow(resultId)).toMatchObject({ status: 'running', attempts: 3 });
+  });
+
+  it.each([202, 204])(
+    'a task server answering %i is not acknowledged: the request is retried, then the result ends errored',
+    async (status) => {
+      respond = (_delivery, res) => res.writeHead(status).end();
+      const { stageId, resultId } = await runningResult();
+      const retryDelaysMs = [0];
+      const [claimed] = await claimStartedAtCreation(h.orm.em.fork(), stageId);
+      expect(await deliverClaimed(h.orm.em.fork(), await deps(retryDelaysMs), claimed!, tokenOf(h.secrets, claimed!, undefined))).toEqual({
+        kind: 'retry',
+        attempt: 2,
+        delayMs: 0,
+      });
+      expect(await resultRow(resultId)).toMatchObject({ status: 'running', acknowledged: false });
+      expect(await dispatchResult(h.orm.em.fork(), await deps(retryDelaysMs), resultId)).toMatchObject({
+        kind: 'final',
+        status: 'errored',
+      });
+      expect(await resultRow(resultId)).toMatchObject({ status: 'errored', attempts: 2, acknowledged: false });
+      const attempts = await sql<{ attempt: number; http_status: number }>(
+        `select attempt, http_status from delivery_attempts where task_result_id = $1 order by attempt`,
+        [resultId],
+      );
+      expect(attempts).toEqual([
+        { attempt: 1, http_status: status },
+        { attempt: 2, http_status: status },
+      ]);
+    },
+  );
 });

@@ -70,8 +70,10 @@ describe('local execution: runs that wait for their pipeline to report plan and 
     expect((await api(g.h, 'get', `/runs/${runId}/apply`, g.f.organizationToken)).body.data.attributes.status).toBe('running');
     expect((await run(runId)).data.attributes.status).toBe('applying');
 
-    // A token that may plan but not apply cannot report the apply.
-    expectNotFound(await api(g.h, 'post', `/applies/${applyId}/actions/finish`, g.plannerToken));
+    // A token that may plan but not apply cannot report the apply: it reads the run, so it is told what it lacks.
+    expect(expectError(await api(g.h, 'post', `/applies/${applyId}/actions/finish`, g.plannerToken), 403).detail).toBe(
+      'This token may read the run but may not report the run\'s apply: that takes the "apply" runs permission on the workspace.',
+    );
     expect((await run(runId)).data.attributes.status).toBe('applying');
     const applied = await api(g.h, 'post', `/applies/${applyId}/actions/finish`, g.f.organizationToken);
     expect(applied.status).toBe(200);
@@ -119,7 +121,7 @@ describe('local execution: runs that wait for their pipeline to report plan and 
     expect(readsOf(applyErrored, 'post_apply')).toEqual([]);
   });
 
-  it('refuses reports out of order (409) and from those who may not plan or see the run (404), changing nothing', async () => {
+  it('refuses reports out of order (409), from those who may only read the run (403) or not see it (404), changing nothing', async () => {
     const runId = await createRun(g.h, g.f.organizationToken, g.localWorkspaceId);
     await waitFor(runId, 'planning');
     const before = await stored(runId);
@@ -130,20 +132,23 @@ describe('local execution: runs that wait for their pipeline to report plan and 
     // An apply before its plan.
     expectError(await api(g.h, 'post', `/applies/${applyId}/actions/finish`, g.f.organizationToken), 409);
     expectError(await api(g.h, 'post', `/runs/${runId}/apply/actions/error`, g.f.organizationToken, { message: 'x' }), 409);
-    // A token that may only read the workspace, one of another organization, an unknown plan.
-    expectNotFound(await putPlan(`/plans/${planId}/json-output`, JSON.stringify(CHANGING_PLAN), g.readerToken));
+    // A token that may only read the workspace (told what it lacks), one of another organization, an unknown plan.
+    expect(expectError(await putPlan(`/plans/${planId}/json-output`, JSON.stringify(CHANGING_PLAN), g.readerToken), 403).detail).toContain(
+      'the "plan" or "apply" runs permission',
+    );
     const other = await seedOrganization(g.h, uniqueName('other'));
     expectNotFound(await putPlan(`/plans/${planId}/json-output`, JSON.stringify(CHANGING_PLAN), other.organizationToken));
     expectNotFound(await putPlan(`/plans/plan-doesnotexist0000/json-output`, JSON.stringify(CHANGING_PLAN)));
     expect(await stored(runId)).toEqual(before);
 
-    // The plan, then the same plan again.
+    // The plan, then another plan, then a failure after it.
     expect((await putPlan(`/plans/${planId}/json-output`, JSON.stringify(CHANGING_PLAN))).status).toBe(200);
     await waitFor(runId, 'post_plan_completed');
     const planned = await stored(runId);
     const again = await putPlan(`/plans/${planId}/json-output`, JSON.stringify(NO_CHANGE_PLAN));
-    expect(expectError(again, 409).title).toBe('transition not allowed');
-    expectError(await api(g.h, 'post', `/plans/${planId}/actions/error`, g.f.organizationToken, { message: 'late' }), 409);
+    expect(expectError(again, 409).title).toBe('conflicting report');
+    const late = await api(g.h, 'post', `/plans/${planId}/actions/error`, g.f.organizationToken, { message: 'late' });
+    expect(expectError(late, 409).title).toBe('conflicting report');
     expect(await stored(runId)).toEqual(planned);
 
     // A run of a remote workspace takes no reports.
@@ -168,7 +173,9 @@ describe('local execution: runs that wait for their pipeline to report plan and 
     expect(statuses.filter((status) => status === 409)).toHaveLength(2);
     const winner = answers.findIndex((answer) => answer.status === 200);
     const row = await stored(runId);
-    expect(row?.['status']).toBe(winner === 2 ? 'errored' : 'planned');
+    // A taken plan moves the run on at once: the workspace's post-plan task may already be under way.
+    if (winner === 2) expect(row?.['status']).toBe('errored');
+    else expect(['planned', 'post_plan_running', 'post_plan_completed']).toContain(row?.['status']);
     expect(row?.['has_changes']).toBe(winner === 0);
   });
 

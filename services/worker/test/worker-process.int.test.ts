@@ -116,7 +116,15 @@ describe('the worker process', () => {
       const result = await probe(`${worker.healthUrl}/readyz`);
       return result.status === 200 ? result : undefined;
     });
-    expect(readiness(ready)).toEqual({ ready: true, components: { postgres: { ok: true }, redis: { ok: true }, draining: { ok: true } } });
+    // Redis names its mode and the node it talks to (docs/operations.md, "Redis: one node, Sentinel, Cluster").
+    expect(readiness(ready)).toEqual({
+      ready: true,
+      components: {
+        postgres: { ok: true },
+        redis: { ok: true, mode: 'single', node: expect.stringMatching(/^127\.0\.0\.1:\d+$/) },
+        draining: { ok: true },
+      },
+    });
     const metrics = await probe(`${worker.healthUrl}/metrics`);
     expect(metrics.status).toBe(200);
     expect(metrics.body).toMatch(/^process_cpu_seconds_total /m);
@@ -141,7 +149,7 @@ describe('the worker process', () => {
       const result = await probe(`${worker.healthUrl}/readyz`);
       return result.status === 200 ? result : undefined;
     }, 15_000);
-    expect(readiness(up).components['redis']).toEqual({ ok: true });
+    expect(readiness(up).components['redis']).toEqual({ ok: true, mode: 'single', node: expect.stringMatching(/^127\.0\.0\.1:\d+$/) });
 
     // With Redis back, SIGTERM stops it cleanly.
     const { exit } = await terminate(worker, 15_000);

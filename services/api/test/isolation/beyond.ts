@@ -56,7 +56,7 @@ export function describeBeyondTheMatrix(g: IsolationContext): void {
   });
 
   describe('configuration versions beyond the matrix', () => {
-    it('a team that may read runs (not plan them) lists, reads and downloads versions, but creates none', async () => {
+    it('a team that may read runs (not plan them) lists, reads and downloads versions, but creates none (403 naming the permission)', async () => {
       const list = await api(g.h, 'get', `/workspaces/${g.real.workspace_id}/configuration-versions`, g.readTeamToken);
       expect(list.status).toBe(200);
       expect(idsOf(list)).toContain(g.real.configuration_version_id);
@@ -70,7 +70,14 @@ export function describeBeyondTheMatrix(g: IsolationContext): void {
         g.real,
         `Bearer ${g.readTeamToken}`,
       );
-      expectNotFound(created, 'read team creates a version');
+      // It reads the workspace, so it is told what it lacks, and nothing is created.
+      expect({ status: created.status, detail: created.body.errors?.[0]?.detail }).toEqual({
+        status: 403,
+        detail:
+          'This token may read the workspace but may not upload configuration versions to it: that takes the "plan" or "apply" runs permission on the workspace.',
+      });
+      const after = await api(g.h, 'get', `/workspaces/${g.real.workspace_id}/configuration-versions`, g.readTeamToken);
+      expect(idsOf(after)).toEqual(idsOf(list));
     });
 
     it('a task access token downloads the version of its own run only; it reads nothing else of it', async () => {

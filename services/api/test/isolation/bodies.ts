@@ -21,10 +21,37 @@ export const RAW_JSON_ROUTES = ['PUT /plans/:plan_id/json-output', 'PUT /runs/:r
 export const planReportBody: BodySpec = { params: [], body: () => ({ format_version: '1.2', resource_changes: [] }) };
 export const errorReportBody: BodySpec = { params: [], body: () => ({ message: 'isolation' }) };
 export const finishReportBody: BodySpec = { params: [], body: () => ({}) };
+const notificationBody: BodySpec = {
+  params: [],
+  body: () => ({
+    data: {
+      type: 'notification-configurations',
+      attributes: { name: 'isolation', 'destination-type': 'generic', url: 'http://example.com/' },
+    },
+  }),
+};
 const consumersBody: BodySpec = { params: [], body: (values) => ({ data: [{ type: 'workspaces', id: values.workspace_id }] }) };
 /** The loopback task server the fixtures' run task verifies against (set in beforeAll). */
 export const taskServer = { url: '', requests: 0 };
+const membersBody = (type: string, id: (values: Values) => string): BodySpec => ({
+  params: [],
+  body: (values) => ({ data: [{ type, id: id(values) }] }),
+});
+const usersBody = membersBody('users', () => 'isolation-member');
+const membershipsBody = membersBody('organization-memberships', (values) => values.organization_membership_id);
 export const BODIES: Record<string, BodySpec> = {
+  'PATCH /account/update': { params: [], body: () => ({ data: { type: 'users', attributes: { username: 'isolation-renamed' } } }) },
+  'POST /organizations/:organization_name/organization-memberships': {
+    params: [],
+    body: () => ({ data: { type: 'organization-memberships', attributes: { email: 'isolation-invitee@example.test' } } }),
+  },
+  // Accepting takes no body; only the invited person may, so everyone in the matrix gets a 404.
+  'POST /organization-memberships/:organization_membership_id/actions/accept': { params: [], body: () => ({}) },
+  'POST /teams/:team_id/relationships/users': usersBody,
+  'DELETE /teams/:team_id/relationships/users': usersBody,
+  'POST /teams/:team_id/relationships/organization-memberships': membershipsBody,
+  'DELETE /teams/:team_id/relationships/organization-memberships': membershipsBody,
+  'POST /users/:user_id/authentication-tokens': tokenBody,
   'PUT /plans/:plan_id/json-output': planReportBody,
   'PUT /runs/:run_id/plan/json-output': planReportBody,
   'POST /plans/:plan_id/actions/error': errorReportBody,
@@ -89,6 +116,19 @@ export const BODIES: Record<string, BodySpec> = {
       },
     }),
   },
+  'POST /workspaces/:workspace_id/ci-trust-rules': {
+    params: [],
+    body: () => ({
+      data: {
+        type: 'ci-trust-rules',
+        attributes: { issuer: 'https://token.actions.githubusercontent.com', claims: { repository: 'isolation/new' } },
+      },
+    }),
+  },
+  'PATCH /ci-trust-rules/:rule_id': {
+    params: [],
+    body: () => ({ data: { type: 'ci-trust-rules', attributes: { claims: { repository: 'isolation/changed' } } } }),
+  },
   'POST /workspaces/:workspace_id/relationships/tags': {
     params: [],
     body: () => ({ data: [{ type: 'tags', attributes: { name: 'isolation-new-tag' } }] }),
@@ -98,6 +138,10 @@ export const BODIES: Record<string, BodySpec> = {
     params: [],
     body: (values) => ({ data: [{ type: 'workspaces', id: values.workspace_id }] }),
   },
+  'POST /workspaces/:workspace_id/notification-configurations': notificationBody,
+  'POST /teams/:team_id/notification-configurations': notificationBody,
+  'PATCH /notification-configurations/:configuration_id': notificationBody,
+  'POST /notification-configurations/:configuration_id/actions/verify': finishReportBody,
   'POST /runs/:run_id/comments': { params: [], body: () => ({ data: { type: 'comments', attributes: { body: 'isolation' } } }) },
   'POST /runs/:run_id/actions/apply': runActionBody,
   'POST /runs/:run_id/actions/cancel': runActionBody,

@@ -63,6 +63,7 @@ export function isolationCalls(g: IsolationState) {
       'outbox_events',
       'configuration_versions',
       'run_comments',
+      'run_events',
       'workspace_remote_state_consumers',
       'tags',
       'workspace_tags',

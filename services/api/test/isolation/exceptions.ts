@@ -9,14 +9,18 @@ import { ORG_A, ORG_B, type Values } from './params.ts';
 
 /** Routes anyone may call without a token; anything else must be 'token', 'token-or-task' or 'callback'. */
 export const UPLOAD_ROUTE = 'PUT /uploads/configuration-versions/:upload_token';
+export const CI_EXCHANGE_ROUTE = 'POST /ci-token-exchanges';
 export const PUBLIC_ROUTES: Record<string, string> = {
   'GET /ping': 'go-tfe pings before it sends a token; the answer carries only version headers',
   [UPLOAD_ROUTE]:
     'go-tfe PUTs the archive without a token: the upload URL itself is the credential, a single-use, expiring ' +
     'bearer capability (see "the public upload URL" below: unknown, used and expired URLs are the one 404)',
+  [CI_EXCHANGE_ROUTE]:
+    "a pipeline has no token yet: its CI identity token, verified against its issuer's keys and matched against a " +
+    "workspace's trust rules, is the credential (services/api/test/ci-token-exchange.int.test.ts)",
 };
-/** Public routes that take a body: each has its own tests here (the matrix sends no body to public routes). */
-export const PUBLIC_ROUTES_WITH_OWN_TESTS = [UPLOAD_ROUTE];
+/** Public routes that take a body: each has its own tests (the matrix sends no body to public routes). */
+export const PUBLIC_ROUTES_WITH_OWN_TESTS = [UPLOAD_ROUTE, CI_EXCHANGE_ROUTE];
 
 /** Writes that change nothing with the real values, proving a parameter that no GET route takes. */
 export const PROVEN_BY_IDEMPOTENT_WRITE = ['POST /tags/:tag_id/relationships/workspaces'];
@@ -39,7 +43,29 @@ export interface Allowed {
  * Routes the team without any permissions may legitimately use. Every other token route must answer
  * it exactly like a missing resource.
  */
+/** Any token reads who it acts as, and its own memberships (none for a token that is not a person's). */
+const SERVICE_USER: Allowed = {
+  reason: 'any token reads the user it acts as: a service user for a team or organization token',
+  check: (res) => expect(res.body.data.attributes).toMatchObject({ 'is-service-account': true, email: null }),
+};
+const NO_OWN_MEMBERSHIPS: Allowed = {
+  reason: "a root collection of the caller's own memberships: a team or organization token is nobody's, so it has none",
+  check: (res) => expect(res.body.meta.pagination['total-count']).toBe(0),
+};
 export const NO_PERMISSION_TEAM_MAY_USE: Record<string, Allowed> = {
+  'GET /account/details': SERVICE_USER,
+  'GET /organization-memberships': NO_OWN_MEMBERSHIPS,
+  'GET /users/:user_id': {
+    reason: "every member sees the public fields of its organization's members (never their email address)",
+    check: (res) => {
+      expect(res.body.data.type).toBe('users');
+      expect(res.body.data.attributes.email).toBeUndefined();
+    },
+  },
+  'GET /users/:user_id/authentication-tokens': {
+    reason: "another user's tokens are an empty list, as in HCP",
+    check: (res) => expect(res.body.data).toEqual([]),
+  },
   'GET /organizations': {
     reason: 'every member lists the organizations it belongs to (its own only)',
     check: (res) => expect(idsOf(res)).toEqual([ORG_A]),
@@ -57,6 +83,13 @@ export const NO_PERMISSION_TEAM_MAY_USE: Record<string, Allowed> = {
     check: (res) => {
       expect(res.body.data).toEqual([]);
       expect(res.body.meta.pagination['total-count']).toBe(0);
+    },
+  },
+  'GET /organizations/:organization_name/runs': {
+    reason: "every member lists its organization's runs, but sees only those of workspaces it reads: none here",
+    check: (res) => {
+      expect(res.body.data).toEqual([]);
+      expect(res.body.meta.pagination['next-page']).toBeNull();
     },
   },
   'GET /organizations/:organization_name/tags': {
@@ -182,6 +215,8 @@ export const isConfigurationVersionRoute = (route: RouteDef): boolean => route.p
 
 /** Root collections (no id in the path) answer another organization's owner with its own data only. */
 export const OTHER_OWNER_MAY_USE: Record<string, Allowed> = {
+  'GET /account/details': SERVICE_USER,
+  'GET /organization-memberships': NO_OWN_MEMBERSHIPS,
   'GET /organizations': {
     reason: 'an owner lists its own organization only',
     check: (res) => expect(idsOf(res)).toEqual([ORG_B]),

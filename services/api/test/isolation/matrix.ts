@@ -63,6 +63,7 @@ export function describeTokenMatrix(g: IsolationContext): void {
           g.real.task_result_id,
           g.real.outcome_id,
           g.real.comment_id,
+          g.real.run_event_id,
           g.real.configuration_version_id,
           g.grantedTeamId,
           g.allAccessTeamId,

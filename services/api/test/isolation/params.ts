@@ -21,7 +21,12 @@ export const MISSING = {
   configuration_version_id: 'cv-doesnotexist0000',
   token_id: 'at-doesnotexist00000',
   comment_id: 'wsc-doesnotexist0000',
+  run_event_id: 're-doesnotexist00000',
   tag_id: 'tag-doesnotexist0000',
+  configuration_id: 'nc-doesnotexist00000',
+  user_id: 'user-doesnotexist00000',
+  organization_membership_id: 'ou-doesnotexist000000',
+  rule_id: 'ctr-doesnotexist0000',
   // The shape of a real upload token (rtup_ and 43 base64url characters) that no version has.
   upload_token: `rtup_${'doesnotexist'.padEnd(43, '0')}`,
 } as const;

@@ -37,7 +37,11 @@ export const authOf = (route: RouteDef): string => route.auth;
 /** Routes taking API tokens: 'token-or-task' ones also take a task result's access token (checked below). */
 export const TOKEN_ROUTES = ROUTES.filter((route) => authOf(route) === 'token' || authOf(route) === 'token-or-task');
 export const CALLBACK_ROUTES = ROUTES.filter((route) => authOf(route) === 'callback');
-export const KNOWN_AUTH = ['public', 'token', 'token-or-task', 'callback'];
+/**
+ * 'audit-trail' (GET /organization/audit-trail) names no resource by id: the organization is the
+ * token's. Its refusals (other organizations, teams, the site admin, no token) are audit-trail.int.test.ts's.
+ */
+export const KNOWN_AUTH = ['public', 'token', 'token-or-task', 'callback', 'audit-trail'];
 
 /** The upload limit of this file's API (CONFIGURATION_VERSION_MAX_BYTES): small, so an oversize upload is cheap. */
 export const MAX_UPLOAD_BYTES = 16 * 1024;

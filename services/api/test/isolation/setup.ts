@@ -139,6 +139,26 @@ export function useIsolation() {
     });
     if (tagged.status !== 204) throw new Error(`tag A's workspace: ${tagged.status} ${tagged.text}`);
     const tags = await api(g.h, 'get', `/workspaces/${g.a.workspaceId}/relationships/tags`, g.a.organizationToken);
+    // A notification configuration of A's workspace (disabled: saved without a verification).
+    const notification = await api(g.h, 'post', `/workspaces/${g.a.workspaceId}/notification-configurations`, g.a.organizationToken, {
+      data: { type: 'notification-configurations', attributes: { name: 'isolation', 'destination-type': 'generic', url: taskServer.url } },
+    });
+    if (notification.status !== 201) throw new Error(`notification configuration of A: ${notification.status} ${notification.text}`);
+    const commentId = await commentOn(runId);
+    const [runEvent] = await em.execute<{ id: string }[]>(`select id from run_events where comment_id = ?`, [commentId]);
+    // A person invited to A, so the people routes have a user and a membership to hide.
+    const invited = await api(g.h, 'post', `/organizations/${ORG_A}/organization-memberships`, g.a.organizationToken, {
+      data: { type: 'organization-memberships', attributes: { email: 'isolation-member@example.test' } },
+    });
+    if (invited.status !== 201) throw new Error(`invite to A: ${invited.status} ${invited.text}`);
+    // A CI trust rule of A's workspace, so the rule routes have something to hide.
+    const rule = await api(g.h, 'post', `/workspaces/${g.a.workspaceId}/ci-trust-rules`, g.a.organizationToken, {
+      data: {
+        type: 'ci-trust-rules',
+        attributes: { issuer: 'https://token.actions.githubusercontent.com', claims: { repository: 'isolation/app' } },
+      },
+    });
+    if (rule.status !== 201) throw new Error(`create a CI trust rule: ${rule.status} ${rule.text}`);
     g.real = {
       organization_name: ORG_A,
       workspace_name: `${ORG_A}-ws`,
@@ -155,8 +175,13 @@ export function useIsolation() {
       outcome_id: outcome.id,
       configuration_version_id: version.id,
       token_id: (await api(g.h, 'get', `/organizations/${ORG_A}/authentication-token`, g.a.organizationToken)).body.data.id as string,
-      comment_id: await commentOn(runId),
+      comment_id: commentId,
+      run_event_id: runEvent?.id ?? '',
       tag_id: tags.body.data[0].id as string,
+      configuration_id: notification.body.data.id as string,
+      user_id: invited.body.data.relationships.user.data.id as string,
+      organization_membership_id: invited.body.data.id as string,
+      rule_id: rule.body.data.id as string,
       upload_token: pending.token,
     };
     // Organization B's own task result, with a live access token as the worker would give it.

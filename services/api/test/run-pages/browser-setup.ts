@@ -18,8 +18,11 @@ import { type RunTaskPayload, type ScriptedServer, startScriptedServer } from '.
 import { type RunningWorker, startWorker } from '../../../worker/src/worker.ts';
 import { RECORD_VIOLATIONS } from './browser-content.ts';
 
+/** How the API limits requests: as `npm start` does by default (30 a second), or not at all. */
+export type RateLimitSetting = 'default' | 'off';
+
 /** The API, a worker, a scripted task server and Chromium, with a run under way and the calls that drive its pages. */
-export function useRunPagesBrowser() {
+export function useRunPagesBrowser(rateLimit: RateLimitSetting) {
   const g = {} as {
     h: Harness;
     worker: RunningWorker;
@@ -28,6 +31,7 @@ export function useRunPagesBrowser() {
     owner: Fixture;
     runId: string;
     foreignRunPath: string;
+    tasks: { lint: string; scanner: string; costs: string };
   };
   const lines: string[] = [];
 
@@ -43,7 +47,13 @@ export function useRunPagesBrowser() {
 
   beforeAll(async () => {
     const logger = pino(loggerOptions('warn', 'run-pages-test'), { write: (line: string) => void lines.push(line) });
-    g.h = await startHarness({ reachableBaseUrl: true, logger, env: { PAGES_REFRESH_SECONDS: '1', RATE_LIMIT_PER_SECOND: '0' } });
+    // With the default limit, the API is built as main.ts builds it (createApiOps: the rate limiter on).
+    g.h = await startHarness({
+      reachableBaseUrl: true,
+      logger,
+      ops: rateLimit === 'default',
+      env: { PAGES_REFRESH_SECONDS: '1', ...(rateLimit === 'off' ? { RATE_LIMIT_PER_SECOND: '0' } : {}) },
+    });
     g.worker = await startWorker({
       config: g.h.config,
       orm: g.h.orm,
@@ -63,9 +73,8 @@ export function useRunPagesBrowser() {
     const lint = await createTask(g.h, g.owner, g.server.url, { name: 'lint' });
     const scanner = await createTask(g.h, g.owner, g.server.url, { name: 'scanner' });
     const costs = await createTask(g.h, g.owner, g.server.url, { name: 'costs' });
-    await attachTask(g.h, g.owner, g.owner.workspaceId, lint, 'mandatory', ['pre_plan']);
-    await attachTask(g.h, g.owner, g.owner.workspaceId, scanner, 'mandatory', ['post_plan']);
-    await attachTask(g.h, g.owner, g.owner.workspaceId, costs, 'advisory', ['post_plan']);
+    g.tasks = { lint, scanner, costs };
+    await attachTasks(g.owner.workspaceId);
     g.runId = await createRun(g.h, organizationToken, g.owner.workspaceId, { message: 'Upgrade <b>openssl</b>', 'auto-apply': true });
 
     const other = await createOrganization(g.h, 'elsewhere');
@@ -81,6 +90,20 @@ export function useRunPagesBrowser() {
     await g.worker?.close();
     await g.h?.close();
   }, 30_000);
+
+  /** lint (pre_plan, mandatory), scanner (post_plan, mandatory) and costs (post_plan, advisory) on a workspace. */
+  async function attachTasks(workspaceId: string): Promise<void> {
+    await attachTask(g.h, g.owner, workspaceId, g.tasks.lint, 'mandatory', ['pre_plan']);
+    await attachTask(g.h, g.owner, workspaceId, g.tasks.scanner, 'mandatory', ['post_plan']);
+    await attachTask(g.h, g.owner, workspaceId, g.tasks.costs, 'advisory', ['post_plan']);
+  }
+
+  /** A workspace of its own with the three tasks, so a test's runs wait for no other test's in the workspace queue. */
+  async function workspaceWithTasks(name: string): Promise<string> {
+    const workspaceId = await createWorkspace(g.h, g.owner.organization, g.owner.organizationToken, name);
+    await attachTasks(workspaceId);
+    return workspaceId;
+  }
 
   /** A browser context that records every violation of the pages' policy in the page itself. */
   async function newContext(colorScheme: 'light' | 'dark' = 'light'): Promise<BrowserContext> {
@@ -98,5 +121,9 @@ export function useRunPagesBrowser() {
   }
 
   const stageHeading = (page: Page, stage: string) => page.getByRole('heading', { level: 3, name: new RegExp(`^${stage}`, 'i') });
-  return Object.assign(g, { lines, deliveryOf, newContext, violations, signIn, stageHeading });
+
+  /** Sessions stored now (each sign-in adds one; a sign-out or a second sign-in in one browser does not). */
+  const sessions = async (): Promise<number> =>
+    Number((await g.h.orm.em.fork().execute<{ count: string }[]>(`select count(*) from page_sessions`))[0]?.count);
+  return Object.assign(g, { lines, deliveryOf, newContext, violations, signIn, stageHeading, sessions, workspaceWithTasks });
 }

@@ -13,4 +13,4 @@ export const cookieOf = (response: Response, name: string): string | undefined =
     .find((line) => line.startsWith(`${name}=`))
     ?.split(';')[0];
 
-export const csrfIn = (page: string): string => /name="csrf" value="([0-9a-f]{64})"/.exec(page)?.[1] ?? '';
+export const csrfIn = (page: string): string => /name="csrf" value="([0-9a-f]{128})"/.exec(page)?.[1] ?? '';

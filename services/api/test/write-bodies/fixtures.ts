@@ -24,6 +24,8 @@ import { addWorkspaceAndRunSpecs } from './workspaces-and-runs.specs.ts';
 import { addRunTaskSpecs } from './run-tasks.specs.ts';
 import { addVersionAndAdminSpecs } from './versions-and-admin.specs.ts';
 import { addTagAndConsumerSpecs } from './tags-and-consumers.specs.ts';
+import { addPeopleAndCiSpecs, CI_ISSUER } from './people-and-ci.specs.ts';
+import { startTestIssuer, type TestIssuer } from '../../../../test/support/oidc-issuer.ts';
 
 /** What every property needs: the API, its specs, and the workspaces the raw routes write to. */
 export interface WriteContext {
@@ -34,6 +36,8 @@ export interface WriteContext {
   wsVersions: string;
   /** A local workspace, whose runs wait for their pipeline's reports (property 7 reports plans there). */
   wsPlanReports: string;
+  /** The CI issuer on loopback whose identity tokens the exchange's spec sends. */
+  issuer: TestIssuer;
 }
 
 /** The resources the specs write to, made once before any property runs. */
@@ -52,8 +56,14 @@ export const sendBody = (h: Harness, route: RouteDef, path: string, body: unknow
 /** Starts the API and the task server, makes the fixtures, and builds every WriteSpec. */
 export async function startWriteContext(): Promise<WriteContext> {
   const SPECS: Record<string, WriteSpec> = {};
+  const issuer = await startTestIssuer();
   const h = await startHarness({
-    env: { CONFIGURATION_VERSION_MAX_BYTES: String(MAX_UPLOAD_BYTES), PLAN_JSON_MAX_BYTES: String(MAX_PLAN_REPORT_BYTES) },
+    env: {
+      CONFIGURATION_VERSION_MAX_BYTES: String(MAX_UPLOAD_BYTES),
+      PLAN_JSON_MAX_BYTES: String(MAX_PLAN_REPORT_BYTES),
+      // The issuers CI trust rules may name: a public one (never asked) and the loopback one that signs the exchanges' tokens.
+      CI_TOKEN_ISSUERS: `${CI_ISSUER},${issuer.url}`,
+    },
   });
   // The verification endpoint of run tasks: 200 to anything but /fail….
   const taskServer = createServer((req, res) => {
@@ -74,7 +84,8 @@ export async function startWriteContext(): Promise<WriteContext> {
   await addRunTaskSpecs(SPECS, f);
   await addVersionAndAdminSpecs(SPECS, f);
   await addTagAndConsumerSpecs(SPECS, f);
-  return { h, taskServer, specs: SPECS, wsVersions: f.wsVersions, wsPlanReports: f.wsPlanReports };
+  await addPeopleAndCiSpecs(SPECS, f, issuer);
+  return { h, taskServer, specs: SPECS, wsVersions: f.wsVersions, wsPlanReports: f.wsPlanReports, issuer };
 }
 
 async function createFixtures(h: Harness, em: () => ReturnType<Harness['orm']['em']['fork']>) {

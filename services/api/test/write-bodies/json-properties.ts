@@ -188,6 +188,10 @@ export function describeJsonProperties(ctx: WriteContext): void {
       'workspace_tags',
       'api_tokens',
       'outbox_events',
+      'users',
+      'organization_memberships',
+      'team_memberships',
+      'ci_trust_rules',
     ];
     // api_tokens.last_used_at is bookkeeping the request itself may update; its count is still compared.
     const HASHED = TABLES.filter((table) => table !== 'api_tokens');

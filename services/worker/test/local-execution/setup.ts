@@ -89,10 +89,18 @@ export function useLocalExecution() {
     (
       await g.h.orm.em
         .fork()
-        .execute(`select status, version, plan_json is null as no_plan, has_changes, execution_error from runs where id = ?`, [runId])
+        .execute(
+          `select status, version, plan_json is null as no_plan, has_changes, execution_error, plan_json_sha256, plan_file_sha256 from runs where id = ?`,
+          [runId],
+        )
     )[0];
-  const putPlan = (path: string, body: string, token = g.f.organizationToken, type = 'application/json') =>
-    g.h.http.put(`/api/v2${path}`).set('Authorization', `Bearer ${token}`).set('Content-Type', type).send(body);
+  const putPlan = (
+    path: string,
+    body: string,
+    token = g.f.organizationToken,
+    type = 'application/json',
+    headers: Record<string, string> = {},
+  ) => g.h.http.put(`/api/v2${path}`).set('Authorization', `Bearer ${token}`).set('Content-Type', type).set(headers).send(body);
   const readsOf = (runId: string, stage: string): PlanRead[] =>
     g.reader.reads.filter((read) => read.runId === runId && read.stage === stage);
   return Object.assign(g, { localWorkspace, run, waitFor, stored, putPlan, readsOf });

@@ -27,6 +27,9 @@ FROM base AS source
 COPY shared ./shared
 COPY services ./services
 COPY examples ./examples
+# The CLI's sources: the API bundles them into the one file it serves at /cli/runtasks.mjs.
+COPY cli/package.json ./cli/package.json
+COPY cli/src ./cli/src
 RUN find shared services examples -name '*.test.ts' -delete && rm -rf shared/test services/*/test
 
 # The integration suite (`docker compose --profile test run --rm tests`). Like CI it needs PostgreSQL 15 and
@@ -51,6 +54,7 @@ COPY package.json ./
 COPY --from=source /app/shared ./shared
 COPY --from=source /app/services ./services
 COPY --from=source /app/examples ./examples
+COPY --from=source /app/cli ./cli
 USER node
 EXPOSE 3000
 # No curl in slim images: ask Node. Liveness of the API; compose gives the worker its own check (WORKER_HEALTH_PORT).

@@ -24,17 +24,20 @@ if (figure === 'h1') {
   const pipeline = (await import(`${root}/bench/lib/pipeline.ts`)) as typeof PipelineModule;
   const result = await pipeline.runPipeline(
     { key: `cmp${Date.now() % 100_000}`, label: `2 × ${tasks}, 1 worker`, tasks, workers: 1, workspaces: 1 },
-    { quick, profile: false },
+    { quick, profile: false, redisCluster: false, notifications: 0 },
   );
   process.stdout.write(`${JSON.stringify(result)}\n`);
 } else if (figure === 'h2') {
   // H2's own configuration (2 × 3, one worker, 20 runs/s): its targets are set for that one.
   const latency = (await import(`${root}/bench/lib/latency.ts`)) as typeof LatencyModule;
-  process.stdout.write(`${JSON.stringify(await latency.runLatency({ quick, profile: false }))}\n`);
+  process.stdout.write(`${JSON.stringify(await latency.runLatency({ quick, profile: false, redisCluster: false, notifications: 0 }))}\n`);
 } else {
   const reads = (await import(`${root}/bench/lib/reads.ts`)) as typeof ReadsModule;
   // Both sides' lean reference is the same code: it would add a minute a side and say nothing.
-  const output = await reads.runReads({ quick, profile: false }, { h3: true, growth: false, lean: false });
+  const output = await reads.runReads(
+    { quick, profile: false, redisCluster: false, notifications: 0 },
+    { h3: true, growth: false, lean: false },
+  );
   process.stdout.write(`${JSON.stringify(output.h3)}\n`);
 }
 process.exit(0);

@@ -3,6 +3,7 @@
  * `npm run bench:<figure>` one figure (baseline, h1, h2, h3, h4), always with the component baseline
  * so its ratios can be computed. `-- --quick`: a smoke run of a few seconds per figure.
  * `-- --profile`: the API and worker processes run with --cpu-prof and the SQL statement counter.
+ * `bench:h1 -- --notifications=N`: H1's 2 × 3 with N notification configurations per workspace beside none.
  *
  * Every process is on this machine; the benchmark uses its own database (runtasks_bench, dropped
  * and re-created) and its own Redis key prefixes, and never touches the services themselves.
@@ -11,7 +12,15 @@ import { randomBytes } from 'node:crypto';
 import { runBaseline } from './lib/baseline.ts';
 import { log, parseOptions } from './lib/env.ts';
 import { runLatency } from './lib/latency.ts';
-import { runPipeline, runPipelineBesideLean, runWorkspaceGrowth, type PipelineConfig, type PipelineResult } from './lib/pipeline.ts';
+import {
+  runPipeline,
+  runPipelineBesideCluster,
+  runPipelineBesideLean,
+  runPipelineWithNotifications,
+  runWorkspaceGrowth,
+  type PipelineConfig,
+  type PipelineResult,
+} from './lib/pipeline.ts';
 import { killAll } from './lib/procs.ts';
 import { runReads } from './lib/reads.ts';
 import { collectMeta, markdown, writeResults, type Results } from './lib/report.ts';
@@ -65,7 +74,28 @@ const lean = (tasks: number): PipelineConfig => ({
   ...config(`lean${tasks}`, `lean reference, 2 × ${tasks}, 1 worker`, tasks, 1),
   lean: true,
 });
-if (want('h1') || want('h4')) {
+if (options.notifications > 0) {
+  // H1's 2 × 3, 1 worker with N notification configurations per workspace beside none, instead of H1's configurations.
+  if (!want('h1') || options.redisCluster) {
+    process.stderr.write('--notifications=N measures H1 alone: use npm run bench:h1 -- --notifications=N\n');
+    process.exit(2);
+  }
+  results.h1Notifications = await runPipelineWithNotifications(config('t3w1', '2 × 3, 1 worker', 3, 1), options.notifications, options);
+} else if (options.redisCluster) {
+  // H1's configurations side by side on a Redis node and a Redis Cluster of the benchmark's own, instead of H1 on the machine's Redis.
+  if (!want('h1')) {
+    process.stderr.write('--redis-cluster measures H1: use npm run bench:h1 -- --redis-cluster\n');
+    process.exit(2);
+  }
+  results.h1Cluster = [];
+  for (const [key, label, tasks, workers] of [
+    ['t3w1', '2 × 3, 1 worker', 3, 1],
+    ['t3w2', '2 × 3, 2 workers', 3, 2],
+    ['t1w1', '2 × 1, 1 worker', 1, 1],
+    ['t10w1', '2 × 10, 1 worker', 10, 1],
+  ] as const)
+    results.h1Cluster.push(await runPipelineBesideCluster(config(key, label, tasks, workers), options));
+} else if (want('h1') || want('h4')) {
   // Alone: two workers, and T = 1 and 10 when H4 (whose slope compares them with the lean reference's) is not asked for.
   const withLean = async (ofService: PipelineConfig, tasks: number): Promise<{ project: PipelineResult; lean?: PipelineResult }> =>
     want('h4') || tasks === 3 ? runPipelineBesideLean(ofService, lean(tasks), options) : { project: await runPipeline(ofService, options) };
@@ -99,7 +129,8 @@ if (want('h3') || want('h4')) {
 }
 
 results.meta = await collectMeta(options, all ? ['all'] : asked, startedAt);
-const written = writeResults(results, all ? 'bench' : asked.join('-'));
+const variant = options.redisCluster ? '-cluster' : options.notifications > 0 ? `-notifications${options.notifications}` : '';
+const written = writeResults(results, all ? 'bench' : `${asked.join('-')}${variant}`);
 process.stdout.write(`\n${markdown(results)}\n`);
 log(`wrote ${written.md} and ${written.json} in ${Math.round((Date.now() - startedAt) / 1000)} s`);
 clearTimeout(watchdog);

@@ -35,6 +35,7 @@ import pg from 'pg';
 import { startRunTaskServer, type RunTaskServer } from '../examples/run-task-server/server.ts';
 import { startOwnServices } from './lib/own-services.ts';
 import { runPipeline, type Pipeline } from './demo-pipeline.ts';
+import { startNotificationReceiver } from './demo-notifications.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const MAIN = join(ROOT, 'services/api/src/main.ts');
@@ -629,8 +630,27 @@ async function demo(setPhase: (phase: string) => void): Promise<number> {
         (verified ? dim('  (verification request signed, answered 200)') : ''),
     );
   }
+  // A generic notification configuration: the run's completion (or error) is told to a receiver on loopback.
+  const notificationToken = randomBytes(16).toString('hex');
+  const notifications = await startNotificationReceiver(notificationToken);
+  cleanups.push({ what: 'notification receiver', close: () => notifications.close() });
+  const notification = await api('POST', `/workspaces/${workspace.data.id}/notification-configurations`, {
+    data: {
+      type: 'notification-configurations',
+      attributes: {
+        name: 'demo-webhook',
+        'destination-type': 'generic',
+        enabled: true,
+        url: notifications.url,
+        token: notificationToken,
+        triggers: ['run:needs_attention', 'run:completed', 'run:errored'],
+      },
+    },
+  });
   say(
     `  organization  demo, workspace network (${workspace.data.id})`,
+    `  notifications demo-webhook (${notification.data.id}) → ${notifications.url}` +
+      (notifications.received.some((received) => received.signed) ? dim('  (verification signed, answered 200)') : ''),
     `  tasks         ${taskLines[0]}`,
     ...taskLines.slice(1).map((line) => `                ${line}`),
   );
@@ -770,6 +790,25 @@ async function demo(setPhase: (phase: string) => void): Promise<number> {
   }
   say(...lines);
 
+  // The notification the run produced, as its receiver got it (the worker delivers it just after the run ends).
+  setPhase("waiting for the run's notification");
+  const told = (): (typeof notifications.received)[number] | undefined =>
+    notifications.received.find((received) => received.payload['run_id'] === runId);
+  for (let waited = 0; !told() && waited < 10_000; waited += POLL_MS) await delay(POLL_MS);
+  const notice = told();
+  if (notice) {
+    const first = notice.payload.notifications?.[0];
+    say(
+      `  notification  ${first?.trigger ?? '?'}: ${first?.message ?? ''}` +
+        dim(`  (signature ${notice.signed ? 'verified' : 'did NOT verify'})`),
+      ...JSON.stringify(notice.payload, null, 2)
+        .split('\n')
+        .map((line) => dim(`                ${line}`)),
+    );
+  } else {
+    say(`  notification  ${yellow('none arrived within 10s')}` + dim(`  (see delivery-responses below)`));
+  }
+
   setPhase('probing the dashboard');
   const dashboard = await probeDashboard(baseUrl, adminToken);
   say(
@@ -778,6 +817,7 @@ async function demo(setPhase: (phase: string) => void): Promise<number> {
     `  site-admin token  ${adminToken}`,
     `  API        curl -s -H "Authorization: Bearer ${adminToken}" '${baseUrl}/api/v2/runs/${runId}?include=task_stages'`,
     `             ${baseUrl}/api/v2/runs/${runId}/task-stages?include=task_results, /api/v2/task-results/<id>/outcomes`,
+    `  notify     curl -s -H "Authorization: Bearer ${adminToken}" '${baseUrl}/api/v2/notification-configurations/${notification.data.id}'  (delivery-responses)`,
     `  dashboard  ${dashboard}`,
     flags.keep
       ? `  The service keeps running (--keep): press Ctrl-C to stop it.`

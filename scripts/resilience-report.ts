@@ -15,7 +15,7 @@ const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const SOURCE = process.env['RESILIENCE_REPORT_DIR'] ?? join(ROOT, 'test-results', 'resilience');
 const TARGET = join(ROOT, 'bench', 'results');
 /** The suites of docs/resilience.md, in its order; anything else found is listed after them. */
-const EXPECTED = ['processes', 'backing-services', 'task-servers', 'races', 'fuzz', 'soak'];
+const EXPECTED = ['processes', 'backing-services', 'task-servers', 'races', 'fuzz', 'redis-failover', 'soak'];
 
 type Value = string | number | boolean | null | Record<string, string | number | boolean | null>;
 interface SuiteFile {

@@ -80,7 +80,8 @@ export interface MeterTargets {
   harnessBackendPid?: number;
   /** Backends of this database are the benchmark's. */
   databaseName: string;
-  redisPid: number | undefined;
+  /** Redis's processes: the machine's server, or every node of a private one (a cluster has six). */
+  redisPids: readonly number[];
 }
 
 interface Tracked {
@@ -128,7 +129,7 @@ export class CpuMeter {
 
   private sample(atStart: boolean): void {
     for (const { pid, role } of this.targets.processes()) this.observe(pid, role, atStart);
-    if (this.targets.redisPid) this.observe(this.targets.redisPid, 'redis', atStart);
+    for (const pid of this.targets.redisPids) this.observe(pid, 'redis', atStart);
     // Known backends every sample; new ones are looked for every 5th sample (a full /proc scan).
     for (const [pid, entry] of this.tracked)
       if (entry.role === 'postgres' || entry.role === 'postgres-bg') this.observe(pid, entry.role, false);

@@ -27,10 +27,25 @@ export interface Options {
   quick: boolean;
   /** Start the Node processes with --cpu-prof and count their SQL statements (bench/lib/count-queries.ts). */
   profile: boolean;
+  /** H1 on a private Redis node and a private Redis Cluster, side by side, instead of the machine's Redis. */
+  redisCluster: boolean;
+  /** H1 with this many enabled generic notification configurations per workspace, beside the same with none (0: not measured). */
+  notifications: number;
 }
 
 export function parseOptions(argv: readonly string[] = process.argv.slice(2)): Options {
-  return { quick: argv.includes('--quick'), profile: argv.includes('--profile') };
+  const notifications = argv.find((arg) => arg.startsWith('--notifications='))?.slice('--notifications='.length);
+  const count = notifications === undefined ? 0 : Number(notifications);
+  if (!Number.isInteger(count) || count < 0 || count > 20) {
+    process.stderr.write(`--notifications must be a whole number from 0 to 20 (at most 20 per workspace), not "${notifications ?? ''}"\n`);
+    process.exit(2);
+  }
+  return {
+    quick: argv.includes('--quick'),
+    profile: argv.includes('--profile'),
+    redisCluster: argv.includes('--redis-cluster'),
+    notifications: count,
+  };
 }
 
 /** The environment of the API and worker processes, as the tests start them; rate limiting off. */
@@ -55,6 +70,12 @@ export function serviceEnv(options: { port: number; queuePrefix: string; extra?:
     ...options.extra,
   };
 }
+
+/** The BENCH_* variables this run was given (its database, Redis), for the harness's own children that read them. */
+export const benchVariables = (): Record<string, string> =>
+  Object.fromEntries(
+    Object.entries(process.env).filter((entry): entry is [string, string] => entry[0].startsWith('BENCH_') && entry[1] !== undefined),
+  );
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 

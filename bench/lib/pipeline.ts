@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { CpuReport, Role } from './cpu.ts';
 import { log, sleep, type Options } from './env.ts';
-import { leanOrg, seedPipelineOrg, truncateRuns, type PipelineOrg } from './seed.ts';
-import { Stack } from './stack.ts';
+import { startCountingReceiver } from './receiver.ts';
+import { leanOrg, seedNotificationConfigurations, seedPipelineOrg, truncateRuns, type PipelineOrg } from './seed.ts';
+import { RedisClusterSet, SingleNode } from '../../test/support/redis-topologies.ts';
+import { Stack, type BenchRedis } from './stack.ts';
 import { medianSample, range, round, type Range } from './stats.ts';
 
 /** H1 and the H4 growth runs: a closed-loop burst of runs, measured until every run is final. */
@@ -16,6 +18,8 @@ export interface PipelineConfig {
   workspaces: number;
   /** The lean reference (bench/lean) instead of the service. */
   lean?: boolean;
+  /** Enabled generic notification configurations per workspace (`--notifications`); set when compared with none. */
+  notifications?: number;
 }
 
 export interface PipelineSample {
@@ -41,6 +45,11 @@ export interface PipelineSample {
   badSignatures: number;
   timedOut: boolean;
   retried: boolean;
+  /**
+   * With `settle` (notifications): seconds from the runs being final to the work after them being done
+   * (their notifications delivered); the CPU per run includes that work.
+   */
+  settleSeconds?: number;
 }
 
 export interface PipelineResult {
@@ -82,12 +91,16 @@ async function progress(stack: Stack): Promise<{ ok: number; failed: number; tot
   return { ok: Number(row?.ok), failed: Number(row?.failed), total: Number(row?.total) };
 }
 
-/** One burst of `runs` runs; returns when all are final or after 60 s. */
+/**
+ * One burst of `runs` runs; returns when all are final or after 60 s. With `settle`, the meter runs on
+ * after that until `settle()` is true (the work the runs left behind, such as their notifications, is done).
+ */
 export async function burstSample(
   stack: Stack,
   org: PipelineOrg,
   runs: number,
   limitMs = SAMPLE_LIMIT_MS,
+  settle?: () => Promise<boolean>,
 ): Promise<{ sample: PipelineSample; cpu: CpuReport }> {
   await truncateRuns(stack);
   await sleep(300);
@@ -114,6 +127,12 @@ export async function burstSample(
       break;
     }
   }
+  const finalAt = performance.now();
+  while (settle && !timedOut && !(await settle())) {
+    await sleep(100);
+    if (performance.now() - started > limitMs) timedOut = true;
+  }
+  const settleSeconds = settle ? (performance.now() - finalAt) / 1000 : undefined;
   const cpu = meter.stop();
   const creation = created ?? (await creating);
   if (creation.errors > 0) log(`  ${creation.errors} run creations failed: ${creation.errorSamples.join(' | ')}`);
@@ -147,6 +166,7 @@ export async function burstSample(
     badSignatures: (after?.badSignatures ?? 0) - (before?.badSignatures ?? 0),
     timedOut,
     retried: false,
+    ...(settleSeconds === undefined ? {} : { settleSeconds }),
   };
   return { sample, cpu };
 }
@@ -159,6 +179,7 @@ export function describeSample(sample: PipelineSample): string {
     `${sample.completed}/${sample.runs} runs in ${round(sample.seconds, 2)} s = ${round(sample.runsPerSecond, 1)} runs/s, ` +
     `${round(sample.cpuMsPerRun, 2)} CPU-ms/run (${roles}), foreign ${round(sample.foreignPercent, 0)} %, ` +
     `task requests ${sample.taskRequests}, callbacks ok ${sample.callbacksOk}${sample.callbackOther ? ` other ${sample.callbackOther}` : ''}` +
+    `${sample.settleSeconds === undefined ? '' : `, settled ${round(sample.settleSeconds, 2)} s after`}` +
     `${sample.badSignatures ? `, BAD SIGNATURES ${sample.badSignatures}` : ''}${sample.failed ? `, FAILED RUNS ${sample.failed}` : ''}${sample.timedOut ? ', TIMED OUT' : ''}`
   );
 }
@@ -166,8 +187,9 @@ export function describeSample(sample: PipelineSample): string {
 /** Foreign CPU above this (percent of one core) makes a sample be measured again, once. */
 export const FOREIGN_RETRY_PERCENT = 10;
 
-/** How the log names a configuration's samples beside another's: its workspaces, or the lean reference. */
+/** How the log names a configuration's samples beside another's: its notifications, its workspaces, or the lean reference. */
 function sampleLabel(config: PipelineConfig): string {
+  if (config.notifications !== undefined) return ` (${config.notifications} notification configurations per workspace)`;
   if (config.workspaces > 1) return ` (${config.workspaces.toLocaleString('en-US')} workspaces)`;
   return config.lean ? ' (lean reference)' : '';
 }
@@ -178,9 +200,10 @@ async function warmUp(
   org: PipelineOrg,
   config: PipelineConfig,
   options: Options,
+  settle?: () => Promise<boolean>,
 ): Promise<{ result: PipelineResult['warmup']; runs: number }> {
   const warmupRuns = options.quick ? 40 : Math.round(1500 / config.tasks);
-  const warm = await burstSample(stack, org, warmupRuns);
+  const warm = await burstSample(stack, org, warmupRuns, SAMPLE_LIMIT_MS, settle);
   log(`  warm-up${sampleLabel(config)}: ${describeSample(warm.sample)}`);
   const rate = Number.isFinite(warm.sample.runsPerSecond) && warm.sample.runsPerSecond > 0 ? warm.sample.runsPerSecond : 20;
   return {
@@ -197,12 +220,13 @@ async function measuredSample(
   runs: number,
   options: Options,
   index: number,
+  settle?: () => Promise<boolean>,
 ): Promise<PipelineSample> {
   const label = sampleLabel(config);
-  let { sample } = await burstSample(stack, org, runs);
+  let { sample } = await burstSample(stack, org, runs, SAMPLE_LIMIT_MS, settle);
   if (!options.quick && sample.foreignPercent > FOREIGN_RETRY_PERCENT) {
     log(`  sample ${index + 1}${label}: foreign CPU ${round(sample.foreignPercent, 0)} % > ${FOREIGN_RETRY_PERCENT} %: measuring it again`);
-    const again = (await burstSample(stack, org, runs)).sample;
+    const again = (await burstSample(stack, org, runs, SAMPLE_LIMIT_MS, settle)).sample;
     sample = again.foreignPercent < sample.foreignPercent ? { ...again, retried: true } : { ...sample, retried: true };
   }
   log(`  sample ${index + 1}${label}: ${describeSample(sample)}`);
@@ -257,10 +281,11 @@ export async function runWorkspaceGrowth(
 }
 
 /** A stack for `config` (the service, or the lean reference where `config.lean`), with what its load generator drives. */
-async function startConfigured(config: PipelineConfig, options: Options): Promise<{ stack: Stack; org: PipelineOrg }> {
+async function startConfigured(config: PipelineConfig, options: Options, redis?: BenchRedis): Promise<{ stack: Stack; org: PipelineOrg }> {
   const stack = await Stack.start({
     workers: config.workers,
     profile: options.profile,
+    redis,
     ...(config.lean ? { lean: { tasks: config.tasks } } : {}),
   });
   try {
@@ -320,5 +345,135 @@ export async function runPipelineBesideLean(
   } finally {
     await reference?.stack.stop();
     await project.stack.stop();
+  }
+}
+
+/** A Redis topology the benchmark started, as a stack uses it. */
+function benchRedis(topology: SingleNode | RedisClusterSet): BenchRedis {
+  return {
+    env: topology.env(),
+    cluster: topology instanceof RedisClusterSet,
+    pids: () => topology.pids(),
+    commands: () => topology.commandsProcessed(),
+  };
+}
+
+/**
+ * H1's configuration on a Redis node and on a Redis Cluster (three primaries, a replica each), both
+ * started for the occasion from the same redis-server, both stacks up at once and their samples
+ * interleaved (node, cluster, node, …), as beside the lean reference. The cluster's queue lives on one of
+ * its primaries (the prefix's hash tag): what is measured is the cluster client, its redirections and
+ * its replication, not sharding.
+ */
+export async function runPipelineBesideCluster(
+  config: PipelineConfig,
+  options: Options,
+): Promise<{ single: PipelineResult; cluster: PipelineResult }> {
+  log(`${config.label}: on one Redis node and on a Redis Cluster, interleaved: starting both`);
+  const node = await SingleNode.start();
+  const cluster = await RedisClusterSet.start().catch(async (error: unknown) => {
+    await node.stop();
+    throw error;
+  });
+  const singleConfig = { ...config, key: `${config.key}n`, label: `${config.label}, one Redis node` };
+  const clusterConfig = { ...config, key: `${config.key}c`, label: `${config.label}, Redis Cluster` };
+  let single: { stack: Stack; org: PipelineOrg } | undefined;
+  let clustered: { stack: Stack; org: PipelineOrg } | undefined;
+  try {
+    single = await startConfigured(singleConfig, options, benchRedis(node));
+    clustered = await startConfigured(clusterConfig, options, benchRedis(cluster));
+    const warmSingle = await warmUp(single.stack, single.org, singleConfig, options);
+    const warmCluster = await warmUp(clustered.stack, clustered.org, clusterConfig, options);
+    const runs = Math.min(warmSingle.runs, warmCluster.runs);
+    const singleSamples: PipelineSample[] = [];
+    const clusterSamples: PipelineSample[] = [];
+    for (let index = 0; index < 3; index += 1) {
+      singleSamples.push(await measuredSample(single.stack, single.org, singleConfig, runs, options, index));
+      clusterSamples.push(await measuredSample(clustered.stack, clustered.org, clusterConfig, runs, options, index));
+    }
+    return {
+      single: pipelineResult(singleConfig, warmSingle.result, singleSamples),
+      cluster: pipelineResult(clusterConfig, warmCluster.result, clusterSamples),
+    };
+  } finally {
+    await clustered?.stack.stop();
+    await single?.stack.stop();
+    await cluster.stop();
+    await node.stop();
+  }
+}
+
+/**
+ * H1 with notifications (`--notifications=N`): one stack (the same API and worker processes), two
+ * organizations with the same tasks and workspaces, one with N enabled generic notification
+ * configurations per workspace pointing at a counting receiver on loopback and one with none, their
+ * samples interleaved (none, N, none, …) so the machine getting busier or quieter moves both alike.
+ * A sample with notifications ends when its runs are final and every notification they gave was
+ * delivered (nothing left unpublished in the outbox or pending in `notification_deliveries`, and the
+ * receiver has at least created and completed for every run and configuration): its CPU per run
+ * includes delivering them; its runs/s is still the runs' own (first creation to last `applied-at`).
+ */
+export async function runPipelineWithNotifications(
+  config: PipelineConfig,
+  perWorkspace: number,
+  options: Options,
+): Promise<{ without: PipelineResult; with: PipelineResult; deliveredPerRun: number[] }> {
+  const without: PipelineConfig = { ...config, key: `${config.key}n0`, label: `${config.label}, no notifications`, notifications: 0 };
+  const withSome: PipelineConfig = {
+    ...config,
+    key: `${config.key}n${perWorkspace}`,
+    label: `${config.label}, ${perWorkspace} notification configurations per workspace`,
+    notifications: perWorkspace,
+  };
+  log(`${withSome.label}, interleaved with none: starting API, ${config.workers} worker(s), task server, load generator, receiver`);
+  const receiver = await startCountingReceiver();
+  const stack = await Stack.start({ workers: config.workers, profile: options.profile });
+  try {
+    const suffix = randomBytes(3).toString('hex');
+    const orgWithout = await seedPipelineOrg(stack, `b-${without.key}-${suffix}`.toLowerCase(), config.tasks, config.workspaces);
+    const orgWith = await seedPipelineOrg(stack, `b-${withSome.key}-${suffix}`.toLowerCase(), config.tasks, config.workspaces);
+    const seeded = await seedNotificationConfigurations(stack, orgWith.workspaces, perWorkspace, receiver.url);
+    log(`  seeded two organizations of ${orgWith.workspaces.length} workspaces; ${seeded} notification configurations in one`);
+    let expected = 0;
+    let countBefore = 0;
+    /** Runs final: now the notifications they gave must all be delivered (see above). */
+    const settled = async (): Promise<boolean> => {
+      const { rows } = await stack.db.query<{ waiting: string; delivered: string }>(
+        `select (select count(*) from outbox_events where published_at is null) + (select count(*) from notification_deliveries where status = 'pending') as waiting,
+                (select count(*) from notification_deliveries where status = 'delivered') as delivered`,
+      );
+      return Number(rows[0]?.waiting) === 0 && receiver.count() - countBefore >= expected && Number(rows[0]?.delivered) >= expected;
+    };
+    /** Sets what `settled` waits for (every run tells each configuration at least its creation and completion), then measures. */
+    const expecting = (runs: number): void => {
+      expected = runs * perWorkspace * 2;
+      countBefore = receiver.count();
+    };
+    const warmWithout = await warmUp(stack, orgWithout, without, options);
+    expecting(options.quick ? 40 : Math.round(1500 / config.tasks));
+    const warmWith = await warmUp(stack, orgWith, withSome, options, settled);
+    log(`  warm-up delivered ${receiver.count() - countBefore} notifications`);
+    const runs = Math.min(warmWithout.runs, warmWith.runs);
+    const samplesWithout: PipelineSample[] = [];
+    const samplesWith: PipelineSample[] = [];
+    const deliveredPerRun: number[] = [];
+    for (let index = 0; index < 3; index += 1) {
+      samplesWithout.push(await measuredSample(stack, orgWithout, without, runs, options, index));
+      expecting(runs);
+      const sample = await measuredSample(stack, orgWith, withSome, runs, options, index, settled);
+      samplesWith.push(sample);
+      // A re-measured sample (foreign CPU) delivered twice the runs' notifications: counted per run measured.
+      const delivered = receiver.count() - countBefore;
+      deliveredPerRun.push(delivered / Math.max(1, sample.retried ? sample.completed * 2 : sample.completed));
+      log(`    ${delivered} notifications delivered`);
+    }
+    return {
+      without: pipelineResult(without, warmWithout.result, samplesWithout),
+      with: pipelineResult(withSome, warmWith.result, samplesWith),
+      deliveredPerRun,
+    };
+  } finally {
+    await stack.stop();
+    await receiver.close();
   }
 }

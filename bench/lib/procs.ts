@@ -35,6 +35,15 @@ export function killAll(): void {
 }
 process.on('exit', killAll);
 
+/**
+ * Where the benchmark's database and Redis are (bench/lib/env.ts): a child that reads them itself (the
+ * component client, the lean reference) must see the same ones as this process.
+ */
+function benchLocation(): Record<string, string> {
+  const names = ['BENCH_POSTGRES_URL', 'BENCH_DATABASE', 'BENCH_REDIS_URL'];
+  return Object.fromEntries(names.flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]]])));
+}
+
 export function spawnNode(options: SpawnOptions): Managed {
   // Extra flags for every process, e.g. BENCH_NODE_FLAGS=--perf-basic-prof for `perf record`.
   const execArgv: string[] = (process.env['BENCH_NODE_FLAGS'] ?? '').split(/\s+/).filter((flag) => flag.length > 0);
@@ -46,7 +55,11 @@ export function spawnNode(options: SpawnOptions): Managed {
   }
   const child = spawn(process.execPath, [...execArgv, options.script, ...(options.args ?? [])], {
     cwd: ROOT,
-    env: { ...options.env, ...(options.profile ? { BENCH_QUERY_COUNT_FILE: `${TMP_DIR}/prof/${options.name}.queries.json` } : {}) },
+    env: {
+      ...benchLocation(),
+      ...options.env,
+      ...(options.profile ? { BENCH_QUERY_COUNT_FILE: `${TMP_DIR}/prof/${options.name}.queries.json` } : {}),
+    },
     stdio: options.ipc ? ['ignore', 'pipe', 'pipe', 'ipc'] : ['ignore', 'pipe', 'pipe'],
   });
   live.add(child);

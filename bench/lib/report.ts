@@ -20,6 +20,10 @@ export interface Results {
   meta: Meta;
   baseline?: BaselineResult;
   h1?: PipelineResult[];
+  /** H1's configurations on one Redis node and on a Redis Cluster, side by side (`bench:h1 -- --redis-cluster`). */
+  h1Cluster?: { single: PipelineResult; cluster: PipelineResult }[];
+  /** H1 with N notification configurations per workspace beside none, one stack, interleaved (`bench:h1 -- --notifications=N`). */
+  h1Notifications?: { without: PipelineResult; with: PipelineResult; deliveredPerRun: number[] };
   h2?: LatencyResult;
   h3?: ReadResult[];
   h4?: { tasks: PipelineResult[]; workspaces?: { one: PipelineResult; many: PipelineResult }; list?: ReadsOutput['growth'] };
@@ -413,6 +417,42 @@ export function markdown(results: Results): string {
           '',
         );
     }
+  }
+  if (results.h1Cluster?.length) {
+    out.push(
+      '## H1 on a Redis Cluster beside one Redis node (both private, interleaved; target: the cluster within 15 % of the node)',
+      '',
+      ...pipelineTable(
+        results.h1Cluster.flatMap((pair) => [pair.single, pair.cluster]),
+        baseline,
+        results,
+      ),
+      '',
+      '| configuration | runs/s, cluster ÷ node | CPU-ms per run, cluster ÷ node | within 15 % |',
+      '|---|---:|---:|---|',
+      ...results.h1Cluster.map(({ single, cluster }) => {
+        const speed = cluster.runsPerSecond.median / single.runsPerSecond.median;
+        const cpu = cluster.cpuMsPerRun.median / single.cpuMsPerRun.median;
+        return `| ${single.config.label.replace(/, one Redis node$/, '')} | ${fmt(speed, 3)} | ${fmt(cpu, 3)} | ${speed >= 0.85 ? 'yes' : '**no**'} |`;
+      }),
+      '',
+    );
+  }
+  if (results.h1Notifications) {
+    const { without, with: withSome, deliveredPerRun } = results.h1Notifications;
+    const speed = withSome.runsPerSecond.median / without.runsPerSecond.median;
+    const cpu = withSome.cpuMsPerRun.median / without.cpuMsPerRun.median;
+    const settle = withSome.samples.map((sample) => fmt(sample.settleSeconds ?? Number.NaN, 2)).join(', ');
+    out.push(
+      `## H1 with ${withSome.config.notifications ?? 0} notification configurations per workspace beside none (one stack, interleaved)`,
+      '',
+      ...pipelineTable([without, withSome], baseline, results),
+      '',
+      '| runs/s, with ÷ without | CPU-ms per run (deliveries included), with ÷ without | notifications delivered per run | seconds from the last run final to the last delivery |',
+      '|---:|---:|---|---|',
+      `| ${fmt(speed, 3)} | ${fmt(cpu, 3)} | ${deliveredPerRun.map((value) => fmt(value, 2)).join(', ')} | ${settle} |`,
+      '',
+    );
   }
   if (results.h2) {
     const h2 = results.h2;

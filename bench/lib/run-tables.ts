@@ -22,5 +22,6 @@ export const PROJECT_TABLES: RunTables = {
   seconds: `select extract(epoch from max((status_timestamps ->> 'applied-at')::timestamptz) - min(created_at))::float8 as seconds from runs where status = 'applied'`,
   unfinished: `select count(*) as open from runs where status not in ('applied', 'errored', 'canceled')`,
   applied: `select id, extract(epoch from (status_timestamps ->> 'applied-at')::timestamptz) * 1000 as applied from runs`,
-  truncate: 'truncate runs, run_comments, task_stages, task_results, task_result_outcomes, delivery_attempts, outbox_events',
+  // cascade: whatever else hangs off a run (its events, and what later features add) goes with it.
+  truncate: 'truncate runs, run_comments, task_stages, task_results, task_result_outcomes, delivery_attempts, outbox_events cascade',
 };

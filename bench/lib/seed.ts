@@ -142,3 +142,30 @@ export async function truncateRuns(stack: Stack): Promise<void> {
 
 /** What the load generator needs to drive the lean reference: it has no organizations, tokens or tasks. */
 export const leanOrg = (): PipelineOrg => ({ name: 'lean', id: 'org-lean', token: 'lean', workspaces: ['ws-lean'], taskIds: [] });
+
+/** The run triggers a benchmark configuration subscribes to: all of them, as a team that wants to know everything would. */
+const RUN_TRIGGERS = ['run:created', 'run:planning', 'run:needs_attention', 'run:applying', 'run:completed', 'run:errored'];
+
+/**
+ * `perWorkspace` enabled generic notification configurations on each of the workspaces, pointing at
+ * `url` (a local receiver), with SQL: made through the API each would be verified first, and 400 of them
+ * would take a while. No token, so the payloads go unsigned.
+ */
+export async function seedNotificationConfigurations(
+  stack: Stack,
+  workspaces: readonly string[],
+  perWorkspace: number,
+  url: string,
+): Promise<number> {
+  const ids = workspaces.flatMap(() => Array.from({ length: perWorkspace }, () => fakeId('nc')));
+  const owners = workspaces.flatMap((workspace) => Array<string>(perWorkspace).fill(workspace));
+  await stack.db.query(
+    `insert into notification_configurations (id, workspace_id, name, destination_type, url, enabled, triggers, email_addresses,
+                                              email_user_ids, delivery_responses, created_at, updated_at)
+     select id, ws, 'bench-' || ord, 'generic', $3, true, $4::jsonb, '[]', '[]', '[]', now(), now()
+       from unnest($1::text[], $2::text[]) with ordinality as t(id, ws, ord)`,
+    [ids, owners, url, JSON.stringify(RUN_TRIGGERS)],
+  );
+  await stack.db.query('analyze notification_configurations');
+  return ids.length;
+}

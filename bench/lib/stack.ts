@@ -6,6 +6,7 @@ import { CpuMeter, processTicks } from './cpu.ts';
 import {
   ADMIN_DATABASE_URL,
   ADMIN_TOKEN,
+  benchVariables,
   DATABASE_NAME,
   DATABASE_URL,
   HMAC_KEY,
@@ -71,7 +72,20 @@ export async function deleteQueueKeys(prefix: string | undefined): Promise<numbe
   return deleted;
 }
 
+/** A Redis of the benchmark's own (a node or a cluster it started) instead of the machine's. */
+export interface BenchRedis {
+  /** The variables that point the service at it. */
+  env: Record<string, string>;
+  /** A cluster: the queue prefix gets a {hash tag}. */
+  cluster: boolean;
+  pids(): Promise<number[]>;
+  /** Commands processed so far, over every node. */
+  commands(): Promise<number>;
+}
+
 export interface StackOptions {
+  /** A Redis of the benchmark's own; default: the machine's, at BENCH_REDIS_URL. */
+  redis?: BenchRedis;
   workers: number;
   profile?: boolean;
   /** Start no worker and no task server (read benchmarks against seeded data). */
@@ -97,7 +111,7 @@ export interface ApiResponse {
  */
 export class Stack {
   readonly processes: Managed[] = [];
-  readonly queuePrefix = newQueuePrefix();
+  readonly queuePrefix: string;
   apiPort = 0;
   baseUrl = '';
   taskServerUrl = '';
@@ -106,7 +120,7 @@ export class Stack {
   loadgen!: Managed;
   readonly workers: Managed[] = [];
   db!: pg.Client;
-  redis!: Redis;
+  redis: Redis | undefined;
   /** Whether this stack runs the lean reference (bench/lean) instead of the service. */
   readonly lean: boolean;
   /** Where the runs of what this stack started are (the project's tables or the lean reference's). */
@@ -114,11 +128,12 @@ export class Stack {
   private postmasterPid = 0;
   /** The backend of `db`, the harness's own connection (progress polls, seeding): not the system's CPU. */
   private harnessBackendPid = 0;
-  private redisPid: number | undefined;
+  private redisPids: number[] = [];
   private readonly options: StackOptions;
 
   private constructor(options: StackOptions) {
     this.options = options;
+    this.queuePrefix = options.redis?.cluster ? `{${newQueuePrefix()}}` : newQueuePrefix();
     this.lean = options.lean !== undefined;
     this.tables = this.lean ? LEAN_TABLES : PROJECT_TABLES;
   }
@@ -142,13 +157,21 @@ export class Stack {
     this.harnessBackendPid = backend;
     const stat = (await import('node:fs')).readFileSync(`/proc/${backend}/stat`, 'utf8');
     this.postmasterPid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-    this.redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 2 });
-    const info = await this.redis.info('server');
-    this.redisPid = Number(/process_id:(\d+)/.exec(info)?.[1]) || undefined;
+    if (this.options.redis) {
+      this.redisPids = await this.options.redis.pids();
+    } else {
+      this.redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 2 });
+      const pid = Number(/process_id:(\d+)/.exec(await this.redis.info('server'))?.[1]);
+      this.redisPids = pid ? [pid] : [];
+    }
 
     this.apiPort = await freePort();
     this.baseUrl = `http://127.0.0.1:${this.apiPort}`;
-    const env = serviceEnv({ port: this.apiPort, queuePrefix: this.queuePrefix, extra: this.options.extraEnv });
+    const env = serviceEnv({
+      port: this.apiPort,
+      queuePrefix: this.queuePrefix,
+      extra: { ...this.options.redis?.env, ...this.options.extraEnv },
+    });
     const profile = this.options.profile ?? false;
 
     if (!this.options.apiOnly) {
@@ -171,7 +194,14 @@ export class Stack {
     }
     if (this.options.componentsOnly) {
       this.loadgen = this.add(
-        spawnNode({ name: 'components', role: 'loadgen', script: 'bench/components.ts', env: { PATH: env['PATH'] ?? '' }, ipc: true }),
+        // BENCH_DATABASE and BENCH_REDIS_URL too: it connects to the benchmark's database and Redis itself.
+        spawnNode({
+          name: 'components',
+          role: 'loadgen',
+          script: 'bench/components.ts',
+          env: { PATH: env['PATH'] ?? '', ...benchVariables() },
+          ipc: true,
+        }),
       );
       await readyMessage(this.loadgen);
       return;
@@ -312,7 +342,7 @@ export class Stack {
       postmasterPid: this.postmasterPid,
       harnessBackendPid: this.harnessBackendPid,
       databaseName: DATABASE_NAME,
-      redisPid: this.redisPid,
+      redisPids: this.redisPids,
     });
   }
 
@@ -322,6 +352,8 @@ export class Stack {
   }
 
   async redisCommands(): Promise<number> {
+    if (this.options.redis) return this.options.redis.commands();
+    if (!this.redis) return 0;
     const info = await this.redis.info('stats');
     return Number(/total_commands_processed:(\d+)/.exec(info)?.[1] ?? 0);
   }
@@ -347,7 +379,8 @@ export class Stack {
     await stopAll(this.processes);
     await this.db?.end().catch(() => undefined);
     this.redis?.disconnect();
-    const deleted = await deleteQueueKeys(this.queuePrefix).catch(() => 0);
+    // A private Redis goes with its keys.
+    const deleted = this.options.redis ? 0 : await deleteQueueKeys(this.queuePrefix).catch(() => 0);
     if (deleted > 0) log(`deleted ${deleted} Redis keys of ${this.queuePrefix}`);
   }
 }

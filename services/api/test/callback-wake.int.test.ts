@@ -3,7 +3,7 @@ import { newId } from '@runtasks/shared/domain';
 import { JOBS } from '@runtasks/shared/queue';
 import { CALLBACK_TOKEN_PREFIX, generateToken } from '@runtasks/shared/security';
 import pg from 'pg';
-import { api, createRun, eventually, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
+import { api, createRun, eventually, JSON_API, patiently, seedOrganization, type Fixture } from '../../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../../test/support/harness.ts';
 
 /**
@@ -256,6 +256,20 @@ describe('callbacks wake the run once per stage', () => {
       status: '422',
       source: { pointer },
       detail: `${pointer} must be one of none, info, warning, error; got "critical"`,
+    });
+    // A level nested thousands deep is named by its kind: echoed whole, it overflowed the stack (a 500).
+    // (Spliced in as text: the test's own JSON.stringify cannot nest that deep either.)
+    const deepBody = JSON.stringify(withLevel('DEEP')).replace('"DEEP"', `${'['.repeat(5000)}1${']'.repeat(5000)}`);
+    const deep = await patiently(
+      h.http
+        .patch(`/api/v2/task-results/${second.id}/callback`)
+        .set('Authorization', `Bearer ${second.token}`)
+        .set('Content-Type', JSON_API)
+        .send(deepBody),
+    );
+    expect({ status: deep.status, error: deep.body.errors[0] }).toMatchObject({
+      status: 422,
+      error: { source: { pointer }, detail: `${pointer} must be one of none, info, warning, error; got a list` },
     });
     const [row] = await h.orm.em
       .fork()

@@ -12,8 +12,17 @@ import { serializeTaskResult } from '../serializers/task-stage.serializer.ts';
 import { respond, type RouteDef } from './define.ts';
 import { characters, linkUrl, safeText } from './schemas.ts';
 
+/**
+ * What a task server sent instead of a level, briefly: a string quoted (cut at 40 characters), a list
+ * or an object by its kind. Never the value whole: a deeply nested one overflows JSON.stringify (a 500).
+ */
+const sentInstead = (input: unknown): string => {
+  if (typeof input === 'string') return JSON.stringify(input.length > 40 ? `${input.slice(0, 40)}…` : input);
+  if (Array.isArray(input)) return 'a list';
+  return input !== null && typeof input === 'object' ? 'an object' : String(input);
+};
 const tagLevel = z.enum(TAG_LEVELS, {
-  error: (issue) => `must be one of ${TAG_LEVELS.join(', ')}; got ${JSON.stringify(issue.input)}`,
+  error: (issue) => `must be one of ${TAG_LEVELS.join(', ')}; got ${sentInstead(issue.input)}`,
 });
 const tagValue = z.object({ label: safeText(256), level: tagLevel.optional() });
 

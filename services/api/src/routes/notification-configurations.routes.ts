@@ -97,6 +97,9 @@ const updateSchema = z.object({
   }),
 });
 
+// No body, or `{}`: the configuration is verified as saved.
+const verifySchema = z.object({}).optional();
+
 const workspaceId = (ctx: ApiContext) => ({ id: ctx.params['workspace_id'] ?? '' });
 const configurationId = (ctx: ApiContext) => ctx.params['configuration_id'] ?? '';
 
@@ -224,6 +227,7 @@ async function remove(ctx: ApiContext): Promise<void> {
 }
 
 async function verify(ctx: ApiContext): Promise<void> {
+  parseWith(verifySchema, ctx.request.body);
   const configuration = await findConfiguration(ctx, configurationId(ctx));
   try {
     await verifyConfiguration(ctx.deps, configuration, await poolOf(ctx));
@@ -307,8 +311,7 @@ export const notificationConfigurationRoutes: RouteDef[] = [
     auth: 'token',
     summary: 'Send a verification',
     notes: `${ADMIN} Sends HCP's verification payload at once (a test email for email configurations) and records the answer in delivery-responses; not delivered: 400.`,
-    // No body: the configuration is verified as saved.
-    requestSchema: z.object({}).optional(),
+    requestSchema: verifySchema,
     response: { status: 200 },
     handler: verify,
   },

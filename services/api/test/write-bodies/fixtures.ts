@@ -25,6 +25,7 @@ import { addRunTaskSpecs } from './run-tasks.specs.ts';
 import { addVersionAndAdminSpecs } from './versions-and-admin.specs.ts';
 import { addTagAndConsumerSpecs } from './tags-and-consumers.specs.ts';
 import { addPeopleAndCiSpecs, CI_ISSUER } from './people-and-ci.specs.ts';
+import { addNotificationSpecs } from './notifications.specs.ts';
 import { startTestIssuer, type TestIssuer } from '../../../../test/support/oidc-issuer.ts';
 
 /** What every property needs: the API, its specs, and the workspaces the raw routes write to. */
@@ -85,6 +86,7 @@ export async function startWriteContext(): Promise<WriteContext> {
   await addVersionAndAdminSpecs(SPECS, f);
   await addTagAndConsumerSpecs(SPECS, f);
   await addPeopleAndCiSpecs(SPECS, f, issuer);
+  await addNotificationSpecs(SPECS, f);
   return { h, taskServer, specs: SPECS, wsVersions: f.wsVersions, wsPlanReports: f.wsPlanReports, issuer };
 }
 

@@ -192,6 +192,7 @@ export function describeJsonProperties(ctx: WriteContext): void {
       'organization_memberships',
       'team_memberships',
       'ci_trust_rules',
+      'notification_configurations',
     ];
     // api_tokens.last_used_at is bookkeeping the request itself may update; its count is still compared.
     const HASHED = TABLES.filter((table) => table !== 'api_tokens');

@@ -112,6 +112,27 @@ describe('RedisAvailability: an outage is two warnings', () => {
     availability.stop();
   });
 
+  it('in the settling time after it is back, a report is another outage only when a probe confirms it', async () => {
+    let up = false;
+    const { availability, warnings, probes } = watch({ probeOk: () => up });
+    availability.reportLost(new Error('Connection is closed.'));
+    up = true;
+    await eventually(async () => (availability.lost ? undefined : true), 2_000, 10);
+    // BullMQ drops a blocking connection it gave up on: its commands fail while Redis serves.
+    const before = probes.count;
+    availability.report(new Error('Connection is closed.'), 'worker error');
+    expect(probes.count).toBe(before + 1);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(availability.lost).toBe(false);
+    expect(warnings()).toEqual([REDIS_LOST_MESSAGE, REDIS_BACK_MESSAGE]);
+    // Redis really goes again: the probe says so too.
+    up = false;
+    availability.report(new Error('Connection is closed.'), 'worker error');
+    await eventually(async () => (availability.lost ? true : undefined), 2_000, 5);
+    expect(warnings()).toEqual([REDIS_LOST_MESSAGE, REDIS_BACK_MESSAGE, REDIS_LOST_MESSAGE]);
+    availability.stop();
+  });
+
   it('warns of an error that does not mean Redis is away, each time, without an outage', () => {
     const { availability, warnings } = watch({ probeOk: () => true });
     availability.report(new Error('WRONGPASS invalid username-password pair'), 'redis connection error');

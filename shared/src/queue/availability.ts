@@ -11,6 +11,14 @@ const DEFAULT_PROBE_INTERVAL_MS = 500;
 const DEFAULT_SETTLED_PROBES = 3;
 
 /**
+ * How long after Redis is called back a report of it away must be confirmed by a failing probe before
+ * it is called another outage. Connections reset on purpose then: BullMQ abandons a blocking command
+ * that outlived its deadline (at most its 10 s block and 1 s more) by dropping the connection, whose
+ * commands then fail with "Connection is closed" while Redis serves.
+ */
+const DEFAULT_SETTLING_MS = 15_000;
+
+/**
  * Errors that say Redis cannot serve now (connection lost or refused, a failover under way, a node that
  * became a replica, a cluster without a primary for a slot), rather than that a command was wrong.
  */
@@ -43,13 +51,17 @@ export interface RedisAvailabilityOptions {
   probeIntervalMs?: number;
   /** DEFAULT_SETTLED_PROBES unless set. */
   settledProbes?: number;
+  /** DEFAULT_SETTLING_MS unless set. */
+  settlingMs?: number;
 }
 
 /**
  * An outage of Redis as a process sees it, logged as two warnings: one when a connection first reports
  * Redis lost, and one when probes have found it serving, with every connection back, several times in a
- * row without a new report of it away (DEFAULT_SETTLED_PROBES), with how long it was away. Each connection reports its errors on every reconnection attempt, and BullMQ's queues and
- * workers theirs; within an outage they are logged at debug level only, so a failover reads as two lines.
+ * row without a new report of it away (DEFAULT_SETTLED_PROBES), with how long it was away. For a while
+ * after that (DEFAULT_SETTLING_MS), a report of Redis away is an outage only if a probe fails too. Each
+ * connection reports its errors on every reconnection attempt, and BullMQ's queues and workers theirs;
+ * within an outage they are logged at debug level only, so a failover reads as two lines.
  */
 export class RedisAvailability {
   private readonly options: RedisAvailabilityOptions;
@@ -58,6 +70,9 @@ export class RedisAvailability {
   private goodProbes = 0;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
+  /** When Redis was last called back, for the settling time after it. */
+  private backAt: number | undefined;
+  private confirming = false;
 
   constructor(options: RedisAvailabilityOptions) {
     this.options = options;
@@ -74,9 +89,34 @@ export class RedisAvailability {
     // Within an outage, a report only says it is not over yet.
     this.goodProbes = 0;
     if (this.lostAt !== undefined) return;
+    if (this.backAt !== undefined && Date.now() - this.backAt < (this.options.settlingMs ?? DEFAULT_SETTLING_MS)) {
+      this.confirm(error);
+      return;
+    }
+    this.declareLost(error);
+  }
+
+  private declareLost(error: unknown): void {
     this.lostAt = Date.now();
     this.options.logger.warn({ err: error, ...this.options.describe() }, REDIS_LOST_MESSAGE);
     this.schedule();
+  }
+
+  /** Settling after an outage: Redis is away again only if a probe says so too (DEFAULT_SETTLING_MS). */
+  private confirm(error: unknown): void {
+    if (this.confirming) return;
+    this.confirming = true;
+    this.options
+      .probe()
+      .then(
+        () => this.options.logger.debug({ err: error }, 'a connection was reset while Redis settled; it serves'),
+        () => {
+          if (!this.stopped && this.lostAt === undefined) this.declareLost(error);
+        },
+      )
+      .finally(() => {
+        this.confirming = false;
+      });
   }
 
   /**
@@ -124,6 +164,7 @@ export class RedisAvailability {
     this.goodProbes = 0;
     this.lostAt = undefined;
     this.timer = undefined;
+    this.backAt = Date.now();
     this.options.logger.warn({ durationMs: Date.now() - lostAt, ...this.options.describe() }, REDIS_BACK_MESSAGE);
   }
 }

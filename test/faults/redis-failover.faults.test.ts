@@ -80,9 +80,12 @@ describe('Redis failover under load', () => {
           .fork()
           .execute<{ n: string }[]>(`select count(*) as n from outbox_events where published_at is null`);
         const jobs = await stack.queue.getJobCounts().catch((cause: unknown) => String(cause));
-        throw new Error(`${(error as Error).message}\njobs: ${JSON.stringify(jobs)}; unpublished events: ${unpublished?.n}`, {
-          cause: error,
-        });
+        // The workers' connections as Redis sees them: a fetch loop blocked or gone shows here.
+        const workers = await stack.queue.getWorkers().catch((cause: unknown) => String(cause));
+        throw new Error(
+          `${(error as Error).message}\njobs: ${JSON.stringify(jobs)}; unpublished events: ${unpublished?.n}; workers: ${JSON.stringify(workers)}`,
+          { cause: error },
+        );
       });
       const ledger = await checkLedgers(stack.db.orm, stack.db.secrets, servers);
       const redis =

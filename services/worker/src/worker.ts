@@ -32,6 +32,7 @@ import { Queue, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Pool } from 'pg';
 import type { JobContext, JobData } from './jobs/context.ts';
 import { PROCESSORS } from './jobs/processors.ts';
+import { WatchedWorker } from './fetch-watchdog.ts';
 import { OutboxRelay } from './outbox-relay.ts';
 
 export interface WorkerDeps {
@@ -46,6 +47,8 @@ export interface WorkerDeps {
   metrics?: Metrics;
   /** The process's Redis connections (shared with the API in one process); made from the configuration when not given. */
   redis?: RedisConnections;
+  /** How long a stopped fetch loop goes unnoticed (FETCH_STALL_MS unless set; tests shorten it). */
+  fetchStallMs?: number;
 }
 
 export interface RunningWorker {
@@ -54,6 +57,8 @@ export interface RunningWorker {
   notificationQueue: Queue;
   relay: OutboxRelay;
   metrics: Metrics;
+  /** The BullMQ workers of the runs' and the notifications' queues, each watched for a stopped fetch loop. */
+  workers: { runs: WatchedWorker<JobData>; notifications: WatchedWorker<JobData> };
   close(): Promise<void>;
 }
 
@@ -121,8 +126,8 @@ function processJob(context: JobContext, metrics: Metrics) {
 /** How often the audit trail is pruned of events past their retention. */
 const AUDIT_PRUNE_INTERVAL_MS = 3_600_000;
 
-/** The sweeper's schedule, kept across Redis restarts, and the queue's and worker's events, logged. */
-function watch(deps: WorkerDeps, redis: RedisConnections, queue: Queue, queueClient: RedisClient, worker: Worker<JobData>): void {
+/** The sweeper's schedule, kept across Redis restarts, and the queue's events, logged. */
+function watch(deps: WorkerDeps, redis: RedisConnections, queue: Queue, queueClient: RedisClient): void {
   // Not awaited: with Redis down this waits for it to come back, and start-up must not.
   const scheduleSweeper = (): void => {
     queue
@@ -141,7 +146,6 @@ function watch(deps: WorkerDeps, redis: RedisConnections, queue: Queue, queueCli
   // Without listeners BullMQ prints these with console.error, past the logger and LOG_LEVEL. Those that
   // only say Redis is away are part of the outage's two warnings.
   queue.on('error', (error) => redis.availability.report(error, 'queue error'));
-  watchWorker(deps, redis, worker);
 }
 
 /** A worker's errors and failed jobs, logged (see watch). */
@@ -164,8 +168,6 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
   const queueClient = connection();
   const queue = new Queue(QUEUES.runs, { connection: queueClient, prefix });
   const notificationQueue = new Queue(QUEUES.notifications, { connection: queueClient, prefix });
-  const workerClient = connection();
-  const notificationWorkerClient = connection();
   const taskClient = deps.taskClient ?? createTaskClient({ allowlist: deps.config.taskDestinationAllowlist });
   const deadlines = resultDeadlines(deps.config);
   const metrics = deps.metrics ?? new Metrics();
@@ -200,27 +202,35 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     },
   };
 
-  const worker = new Worker<JobData>(QUEUES.runs, processJob(context, metrics), {
-    connection: workerClient,
-    prefix,
-    concurrency: deps.config.workerConcurrency,
-    settings: {
-      backoffStrategy: (failures, _type, error, job) => jobBackoff(failures, error, job ?? { timestamp: 0, opts: {} }, Date.now()),
-    },
-  });
+  // Each queue's BullMQ worker, replaced should its fetch loop stop (fetch-watchdog.ts).
+  const watched = (name: string, jobQueue: Queue<JobData>, concurrency: number) =>
+    new WatchedWorker<JobData>({
+      queue: jobQueue,
+      processor: processJob(context, metrics),
+      concurrency,
+      availability: redis.availability,
+      logger: deps.logger,
+      stallMs: deps.fetchStallMs,
+      create: (processor) => {
+        const client = connection();
+        const worker = new Worker<JobData>(name, processor, {
+          connection: client,
+          prefix,
+          concurrency,
+          settings: {
+            backoffStrategy: (failures, _type, error, job) => jobBackoff(failures, error, job ?? { timestamp: 0, opts: {} }, Date.now()),
+          },
+        });
+        watchWorker(deps, redis, worker);
+        return { worker, release: () => client.disconnect() };
+      },
+    });
+  const worker = watched(QUEUES.runs, queue, deps.config.workerConcurrency);
   // Notifications on a queue of their own, at their own modest concurrency: a slow or unreachable
   // destination holds at most these slots, never the run engine's (docs/notifications.md, "Delivery").
-  const notificationWorker = new Worker<JobData>(QUEUES.notifications, processJob(context, metrics), {
-    connection: notificationWorkerClient,
-    prefix,
-    concurrency: deps.config.notificationConcurrency,
-    settings: {
-      backoffStrategy: (failures, _type, error, job) => jobBackoff(failures, error, job ?? { timestamp: 0, opts: {} }, Date.now()),
-    },
-  });
-  watch(deps, redis, queue, queueClient, worker);
+  const notificationWorker = watched(QUEUES.notifications, notificationQueue, deps.config.notificationConcurrency);
+  watch(deps, redis, queue, queueClient);
   notificationQueue.on('error', (error) => redis.availability.report(error, 'queue error'));
-  watchWorker(deps, redis, notificationWorker);
   const relay = new OutboxRelay({
     orm: deps.orm,
     queue,
@@ -239,6 +249,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     notificationQueue,
     relay,
     metrics,
+    workers: { runs: worker, notifications: notificationWorker },
     async close() {
       await relay.stop();
       // A graceful close waits for the active jobs and for BullMQ's blocking connection to end. A

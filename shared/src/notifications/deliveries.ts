@@ -2,10 +2,11 @@ import type { Pool } from 'pg';
 import { prepared, runPrepared } from '../db/prepared.ts';
 import { newId } from '../domain/ids.ts';
 import { BatchWriter } from '../engine/batch-writer.ts';
-import { DELIVERY_RESPONSES_KEPT, noticeMessage, noticeStillHolds, runNotice, type NoticeTask } from '../domain/notifications.ts';
+import { DELIVERY_RESPONSES_KEPT, mergeDeliveryResponses, noticeMessage, noticeStillHolds, runNotice, type NoticeTask } from '../domain/notifications.ts';
 import type { NotificationDestinationType } from '../domain/notifications.ts';
 import type { RunStatus } from '../domain/statuses.ts';
 import { statusTimestampKey } from '../domain/timestamps.ts';
+import type { DeliveryResponse } from '../db/entities/notification-configuration.entity.ts';
 import type { SecretBox } from '../security/secrets.ts';
 import type { NotificationFacts } from './payloads.ts';
 import { emailsOfUsers } from './users.ts';
@@ -15,7 +16,7 @@ import { sendNotification, type NotificationSenders, type SendOutcome } from './
  * The worker's half of notifications (docs/notifications.md, "Delivery"): a run's status change, taken
  * from the outbox, becomes one delivery row per interested configuration (the unique key makes a
  * repeated event or job a no-op), and each delivery is attempted under a lease, retried with backoff
- * on network errors, 429 and 5xx, and recorded in its configuration's delivery-responses.
+ * on network errors, 429 and 5xx, and its answers kept on its row (its configuration's delivery-responses).
  */
 
 /** How long an attempt holds its delivery: longer than any attempt lasts; a crashed one is re-driven after it. */
@@ -112,7 +113,7 @@ export async function decideNotifications(pool: Pool, runId: string, status: Run
   return due.map((row) => row.id);
 }
 
-/** A delivery's last step: its answer kept on its configuration and its row settled. */
+/** A delivery's last step: its answer kept on its row, and its row settled. */
 export interface SettledDelivery {
   id: string;
   configurationId: string;
@@ -123,26 +124,59 @@ export interface SettledDelivery {
 }
 
 /**
- * The last steps of many deliveries in one statement: each configuration's answers kept (the latest
- * first, at most ten, those of this batch before those it had) and each delivery settled.
+ * A delivery's answers with `$response` (JSON text) put first, at most DELIVERY_RESPONSES_KEPT: an
+ * expression over the row being updated (`responses` is null until its first answer, the usual case).
+ * Kept on the delivery's own row, which the update rewrites anyway, not on its configuration's (a
+ * row of up to ten answers rewritten at every delivery: Migration20261201200000DeliveryResponsesApart).
  */
+const WITH_RESPONSE = (response: string): string => `case when responses is null then jsonb_build_array(${response}::jsonb) else (
+    select jsonb_agg(e order by n) from (
+      select e, n from jsonb_array_elements(jsonb_build_array(${response}::jsonb) || responses) with ordinality t(e, n)
+       order by n limit ${DELIVERY_RESPONSES_KEPT}) kept) end`;
+
+/** The last steps of many deliveries in one statement: each delivery settled, its answer kept on its row. */
 const RECORD_AND_SETTLE_MANY = prepared(
   'notification-record-settle-many',
-  `with items as (
-     select * from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) with ordinality as i(id, configuration_id, response, status, error, n)),
-   kept as (
-     update notification_configurations c set delivery_responses = (
-       select coalesce(jsonb_agg(e order by k), '[]'::jsonb) from (
-         select e, k from (
-           select i.response::jsonb as e, -i.n as k from items i where i.configuration_id = c.id
-           union all
-           select t.e, t.n as k from jsonb_array_elements(c.delivery_responses) with ordinality t(e, n)) answers
-         order by k limit ${DELIVERY_RESPONSES_KEPT}) latest)
-      where c.id in (select configuration_id from items)
-      returning 1)
-   update notification_deliveries d set status = i.status, last_error = i.error, delivered_at = case when i.status = 'delivered' then now() end
-     from items i where d.id = i.id and d.status = 'pending'`,
+  `update notification_deliveries d
+      set status = i.status, last_error = i.error, delivered_at = case when i.status = 'delivered' then now() end,
+          responses = ${WITH_RESPONSE('i.response')}, answered_at = now()
+     from unnest($1::text[], $2::text[], $3::text[], $4::text[]) as i(id, response, status, error)
+    where d.id = i.id and d.status = 'pending'`,
 );
+
+/**
+ * The answers of each configuration's latest answered deliveries (at most DELIVERY_RESPONSES_KEPT
+ * deliveries each, by the partial index: enough, since each holds its latest answer), for
+ * `delivery-responses` (mergeDeliveryResponses puts them in order with the configuration's own).
+ */
+const RESPONSES_OF_CONFIGURATIONS = `select c.id, d.responses
+    from unnest($1::text[]) as c(id)
+    cross join lateral (
+      select responses from notification_deliveries
+       where configuration_id = c.id and answered_at is not null order by answered_at desc limit ${DELIVERY_RESPONSES_KEPT}) d`;
+
+/**
+ * Each given configuration's `delivery-responses`: its deliveries' answers and those it holds itself
+ * (verifications, and answers kept there before), the latest first, at most DELIVERY_RESPONSES_KEPT.
+ */
+export async function deliveryResponsesOf(
+  pool: Pool,
+  configurations: readonly { id: string; deliveryResponses: readonly DeliveryResponse[] }[],
+): Promise<Map<string, DeliveryResponse[]>> {
+  const lists = new Map<string, DeliveryResponse[][]>(configurations.map((configuration) => [configuration.id, []]));
+  if (configurations.length > 0) {
+    const rows = await pool.query<{ id: string; responses: DeliveryResponse[] }>(RESPONSES_OF_CONFIGURATIONS, [
+      configurations.map((configuration) => configuration.id),
+    ]);
+    for (const row of rows.rows) lists.get(row.id)?.push(row.responses);
+  }
+  return new Map(
+    configurations.map((configuration) => [
+      configuration.id,
+      mergeDeliveryResponses([...(lists.get(configuration.id) ?? []), configuration.deliveryResponses]),
+    ]),
+  );
+}
 
 /** The most deliveries one statement settles. */
 const SETTLE_BATCH = 100;
@@ -156,7 +190,6 @@ export function deliverySettler(pool: Pool): (delivery: SettledDelivery) => Prom
   const writer = new BatchWriter<SettledDelivery>(async (items) => {
     await runPrepared(pool, RECORD_AND_SETTLE_MANY, [
       items.map((item) => item.id),
-      items.map((item) => item.configurationId),
       items.map((item) => item.response),
       items.map((item) => item.status),
       items.map((item) => item.error),
@@ -240,17 +273,12 @@ async function factsOf(pool: Pool, row: DeliveryRow, baseUrl: string): Promise<N
   };
 }
 
-/** Keeps an attempt's answer on its configuration: the latest first, at most ten. */
-const KEEP_RESPONSE = (configuration: string, response: string): string => `update notification_configurations set delivery_responses = (
-    select coalesce(jsonb_agg(e order by n), '[]'::jsonb) from (
-      select e, n from jsonb_array_elements(jsonb_build_array(${response}::jsonb) || delivery_responses) with ordinality t(e, n) order by n limit 10) kept)
-  where id = ${configuration}`;
-
-/** The answer kept and the delivery due again after the retry delay (in seconds). */
+/** The answer kept on the delivery's row and the delivery due again after the retry delay (in seconds). */
 const RECORD_AND_RETRY = prepared(
   'notification-record-retry',
-  `with kept as (${KEEP_RESPONSE('$3', '$2')} returning 1)
-   update notification_deliveries set due_at = now() + make_interval(secs => $4), last_error = $5 where id = $1 and status = 'pending'`,
+  `update notification_deliveries
+      set due_at = now() + make_interval(secs => $3), last_error = $4, responses = ${WITH_RESPONSE('$2')}, answered_at = now()
+    where id = $1 and status = 'pending'`,
 );
 
 const SETTLE = prepared(
@@ -313,7 +341,7 @@ async function deliverClaimed(pool: Pool, deps: DeliveryDeps, row: DeliveryRow):
     return { kind: 'done', result };
   }
   const delayMs = Math.max(delay, Math.min(outcome.retryAfterMs ?? 0, 3_600_000));
-  await runPrepared(pool, RECORD_AND_RETRY, [id, response, row.configuration_id, delayMs / 1000, outcome.error ?? null]);
+  await runPrepared(pool, RECORD_AND_RETRY, [id, response, delayMs / 1000, outcome.error ?? null]);
   return { kind: 'retry', attempt: row.attempts + 1, delayMs };
 }
 

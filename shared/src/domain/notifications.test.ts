@@ -1,5 +1,14 @@
 import { describe, expect, it } from '@jest/globals';
-import { configurationProblem, DELIVERY_RESPONSES_KEPT, mergeDeliveryResponses, NOTICE_STATUSES, noticeMessage, noticeStillHolds, runNotice, type NoticeTask } from './notifications.ts';
+import {
+  configurationProblem,
+  DELIVERY_RESPONSES_KEPT,
+  mergeDeliveryResponses,
+  NOTICE_STATUSES,
+  noticeMessage,
+  noticeStillHolds,
+  runNotice,
+  type NoticeTask,
+} from './notifications.ts';
 import { RUN_STATUSES, type RunStatus } from './statuses.ts';
 
 const manual = { autoApply: false, planOnly: false };

@@ -19,6 +19,8 @@ import {
 } from '../../../test/support/notification-receiver.ts';
 import { opensslHmac } from '../../../test/support/signatures.ts';
 import { startSmtpReceiver, type ReceivedMail } from '../../../test/support/smtp-receiver.ts';
+import { nativePool, type DeliveryResponse } from '@runtasks/shared/db';
+import { deliveryResponsesOf } from '@runtasks/shared/notifications';
 import { startWorker, type RunningWorker } from '../src/worker.ts';
 
 /**
@@ -187,15 +189,17 @@ describe('notifications: what runs tell, delivered by the worker', () => {
     }, 20_000);
     // Every attempt's answer kept on the configuration, the latest first (the two that got through), at
     // most ten; the oldest is the verification's at creation, before the destination went down.
-    const [kept] = await h.orm.em
+    // As the API shows them: the deliveries keep their answers, the configuration its verification's.
+    const [configuration] = await h.orm.em
       .fork()
       .getConnection()
-      .execute<{ responses: { successful: string }[] }[]>(
-        `select delivery_responses as responses from notification_configurations where id = ?`,
+      .execute<{ id: string; deliveryResponses: DeliveryResponse[] }[]>(
+        `select id, delivery_responses as "deliveryResponses" from notification_configurations where id = ?`,
         [configurationId],
       );
+    const kept = (await deliveryResponsesOf(await nativePool(h.orm.em), configuration ? [configuration] : [])).get(configurationId);
     const attempts = delivered.reduce((sum, row) => sum + row.attempts, 0);
-    expect(kept?.responses.map((response) => response.successful)).toEqual(
+    expect(kept?.map((response) => response.successful)).toEqual(
       ['true', 'true', ...Array<string>(attempts - 2).fill('false'), 'true'].slice(0, 10),
     );
     expect(ofTrigger(flaky, 'run:created')).toHaveLength(1);

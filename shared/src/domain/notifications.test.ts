@@ -1,5 +1,14 @@
 import { describe, expect, it } from '@jest/globals';
-import { configurationProblem, NOTICE_STATUSES, noticeMessage, noticeStillHolds, runNotice, type NoticeTask } from './notifications.ts';
+import {
+  configurationProblem,
+  DELIVERY_RESPONSES_KEPT,
+  mergeDeliveryResponses,
+  NOTICE_STATUSES,
+  noticeMessage,
+  noticeStillHolds,
+  runNotice,
+  type NoticeTask,
+} from './notifications.ts';
 import { RUN_STATUSES, type RunStatus } from './statuses.ts';
 
 const manual = { autoApply: false, planOnly: false };
@@ -100,5 +109,28 @@ describe('configurationProblem', () => {
     [{ ...hook, subscribable: 'teams' as const, triggers: ['run:errored' as const] }, '/data/attributes/triggers/0'],
   ])('%j → %s', (shape, pointer) => {
     expect(configurationProblem(shape)?.pointer ?? null).toBe(pointer);
+  });
+});
+
+describe('mergeDeliveryResponses', () => {
+  const at = (second: number, tag: string) => ({ 'sent-at': new Date(Date.UTC(2026, 10, 28, 0, 0, second)).toISOString(), tag });
+
+  it('puts the answers of every list in one order, the latest first, whichever list holds them', () => {
+    // A delivery retried (its answers at 9 and 1), another answered at 5, the verification at 0.
+    const merged = mergeDeliveryResponses([[at(9, 'a2'), at(1, 'a1')], [at(5, 'b')], [at(0, 'verified')]]);
+    expect(merged.map((response) => response.tag)).toEqual(['a2', 'b', 'a1', 'verified']);
+  });
+
+  it(`keeps at most ${DELIVERY_RESPONSES_KEPT}, the latest`, () => {
+    const many = Array.from({ length: 15 }, (_, index) => [at(index, `r${index}`)]);
+    const merged = mergeDeliveryResponses(many);
+    expect(merged).toHaveLength(DELIVERY_RESPONSES_KEPT);
+    expect(merged[0]?.tag).toBe('r14');
+    expect(merged.at(-1)?.tag).toBe('r5');
+  });
+
+  it('keeps the lists’ order for answers of the same instant, and counts an unreadable time as the oldest', () => {
+    const merged = mergeDeliveryResponses([[at(3, 'first')], [{ 'sent-at': 'never', tag: 'odd' }, at(3, 'second')]]);
+    expect(merged.map((response) => response.tag)).toEqual(['first', 'second', 'odd']);
   });
 });

@@ -48,6 +48,20 @@ export const MAX_NOTIFICATION_CONFIGURATIONS = 20;
 /** How many delivery responses a configuration keeps (the latest first). */
 export const DELIVERY_RESPONSES_KEPT = 10;
 
+/**
+ * A configuration's `delivery-responses` from where its answers are kept (each list the latest first:
+ * its deliveries' rows, and its own column for verifications and answers kept before): the latest
+ * first by `sent-at`, at most DELIVERY_RESPONSES_KEPT. Answers sent at the same instant keep the
+ * order of the lists.
+ */
+export function mergeDeliveryResponses<T extends { 'sent-at': string }>(lists: readonly (readonly T[])[]): T[] {
+  // An unreadable time counts as the oldest.
+  const all = lists.flatMap((list) => list.map((response) => ({ response, at: Date.parse(response['sent-at']) || 0 })));
+  // A stable sort: ties keep the lists' order.
+  all.sort((a, b) => b.at - a.at);
+  return all.slice(0, DELIVERY_RESPONSES_KEPT).map((entry) => entry.response);
+}
+
 /** What the trigger rule reads of a run. */
 export interface NotifiedRun {
   autoApply: boolean;

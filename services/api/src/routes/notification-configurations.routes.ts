@@ -8,6 +8,7 @@ import {
   type NotificationDestinationType,
 } from '@runtasks/shared/domain';
 import { invalidAttribute } from '@runtasks/shared/errors';
+import { deliveryResponsesOf } from '@runtasks/shared/notifications';
 import { z } from 'zod';
 import { poolOf, type ApiContext } from '../context.ts';
 import { parseWith } from '../http/body.ts';
@@ -138,7 +139,8 @@ const list = (kind: Owner['kind']) => async (ctx: ApiContext) => {
     orderBy: { createdAt: 'asc', id: 'asc' },
     populate: ['workspace', 'team'],
   });
-  const data = all.map(serializeNotificationConfiguration);
+  const responses = await deliveryResponsesOf(await poolOf(ctx), all);
+  const data = all.map((configuration) => serializeNotificationConfiguration(configuration, responses.get(configuration.id)));
   // Asked for no page, the whole list and no pagination (HCP's unpaginated answer, which go-tfe's test expects).
   if (ctx.query['page[number]'] === undefined && ctx.query['page[size]'] === undefined) {
     respond(ctx, 200, { data });
@@ -188,8 +190,14 @@ const create = (kind: Owner['kind']) => async (ctx: ApiContext) => {
   respond(ctx, 201, single(serializeNotificationConfiguration(configuration)));
 };
 
+/** A configuration's document with its deliveries' answers among its `delivery-responses`. */
+async function serializeWithResponses(ctx: ApiContext, configuration: NotificationConfiguration) {
+  const responses = await deliveryResponsesOf(await poolOf(ctx), [configuration]);
+  return serializeNotificationConfiguration(configuration, responses.get(configuration.id));
+}
+
 async function show(ctx: ApiContext): Promise<void> {
-  respond(ctx, 200, single(serializeNotificationConfiguration(await findConfiguration(ctx, configurationId(ctx)))));
+  respond(ctx, 200, single(await serializeWithResponses(ctx, await findConfiguration(ctx, configurationId(ctx)))));
 }
 
 async function update(ctx: ApiContext): Promise<void> {
@@ -217,7 +225,7 @@ async function update(ctx: ApiContext): Promise<void> {
     await verifyConfiguration(ctx.deps, configuration, await poolOf(ctx));
   }
   await ctx.state.em.flush();
-  respond(ctx, 200, single(serializeNotificationConfiguration(configuration)));
+  respond(ctx, 200, single(await serializeWithResponses(ctx, configuration)));
 }
 
 async function remove(ctx: ApiContext): Promise<void> {
@@ -235,7 +243,7 @@ async function verify(ctx: ApiContext): Promise<void> {
     // The answer is kept either way: a failed verification is what its author wants to read.
     await ctx.state.em.flush();
   }
-  respond(ctx, 200, single(serializeNotificationConfiguration(configuration)));
+  respond(ctx, 200, single(await serializeWithResponses(ctx, configuration)));
 }
 
 const ADMIN =

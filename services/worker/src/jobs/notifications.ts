@@ -32,7 +32,7 @@ async function attemptAndSchedule(context: JobContext, deliveryId: string, jobId
 }
 
 /**
- * A run's status change: the deliveries it decides, claimed together and each attempted at once by
+ * A run's status change: the deliveries it decides, recorded claimed and each attempted at once by
  * this same job (a job per notice rather than one per delivery: the jobs and their bookkeeping in
  * Redis cost as much as the deliveries). Only a retry becomes a job of its own, delayed by the
  * schedule. Every attempt is made before a database error of one fails the job; its retry finds the
@@ -41,15 +41,15 @@ async function attemptAndSchedule(context: JobContext, deliveryId: string, jobId
 export async function processNotificationRun(context: JobContext, job: Job<JobData>): Promise<number> {
   const pool = await nativePool(context.orm.em);
   const { runId = '', status, from = null } = job.data;
-  const due = await decideNotifications(pool, runId, status as RunStatus, from as RunStatus | null);
-  const attempted = await attemptDeliveries(pool, context.notifications, due);
+  const notice = await decideNotifications(pool, runId, status as RunStatus, from as RunStatus | null);
+  const attempted = await attemptDeliveries(pool, context.notifications, notice);
   context.logger.debug({ jobId: job.id, attempted }, 'notification deliveries');
   await Promise.all(
     attempted.flatMap(({ id, step }) => (step?.kind === 'retry' ? [enqueueDelivery(context, id, step.attempt, step.delayMs)] : [])),
   );
   const failed = attempted.find((attempt) => attempt.error !== undefined);
   if (failed) throw failed.error;
-  return due.length;
+  return attempted.length;
 }
 
 /** A retry's attempt (or a re-driven delivery's); a further retry is the next attempt's job. */

@@ -41,6 +41,7 @@ import { Migration20261130400000MembershipAcceptNotify } from './Migration202611
 import { Migration20261130500000DerivedAccessTokens } from './Migration20261130500000DerivedAccessTokens.ts';
 import { Migration20261130500001StoredTaskTokenNotify } from './Migration20261130500001StoredTaskTokenNotify.ts';
 import { Migration20261130500002RunsNullableIndexes } from './Migration20261130500002RunsNullableIndexes.ts';
+import { Migration20261201200000DeliveryResponsesApart } from './Migration20261201200000DeliveryResponsesApart.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
 export const MIGRATIONS: MigrationObject[] = [
@@ -86,4 +87,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261130500000DerivedAccessTokens', class: Migration20261130500000DerivedAccessTokens },
   { name: 'Migration20261130500001StoredTaskTokenNotify', class: Migration20261130500001StoredTaskTokenNotify },
   { name: 'Migration20261130500002RunsNullableIndexes', class: Migration20261130500002RunsNullableIndexes },
+  { name: 'Migration20261201200000DeliveryResponsesApart', class: Migration20261201200000DeliveryResponsesApart },
 ];

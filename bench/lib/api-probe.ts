@@ -163,7 +163,9 @@ setInterval(() => {
   const now = process.memoryUsage();
   const sample = Object.fromEntries(Object.entries(now).map(([key, value]) => [key, mib(value)])) as MemorySample;
   memoryMax = memoryMax
-    ? (Object.fromEntries(Object.entries(sample).map(([key, value]) => [key, Math.max(value, memoryMax?.[key as keyof MemorySample] ?? 0)])) as MemorySample)
+    ? (Object.fromEntries(
+        Object.entries(sample).map(([key, value]) => [key, Math.max(value, memoryMax?.[key as keyof MemorySample] ?? 0)]),
+      ) as MemorySample)
     : sample;
   if (!memoryAtRssPeak || sample.rss >= memoryAtRssPeak.rss) memoryAtRssPeak = sample;
 }, 100).unref();

@@ -74,13 +74,25 @@ describe('assembling one value from the binary COPY of its pieces', () => {
 
   it('gives back the value byte for byte however the messages are cut', () => {
     const copy = piecesCopy(value, 96);
-    for (const cuts of [[], [1], [11, 19], [19, 21, 25, 29, 33], [100, 101, 500], Array.from({ length: copy.length - 1 }, (_, index) => index + 1)]) {
+    for (const cuts of [
+      [],
+      [1],
+      [11, 19],
+      [19, 21, 25, 29, 33],
+      [100, 101, 500],
+      Array.from({ length: copy.length - 1 }, (_, index) => index + 1),
+    ]) {
       expect(assembled(copy, cuts)).toEqual(value);
     }
   });
 
   it('places pieces by their offset, in whatever order they come', () => {
-    expect(assembled(piecesCopy(value, 64, (offsets) => [...offsets].reverse()), [300])).toEqual(value);
+    expect(
+      assembled(
+        piecesCopy(value, 64, (offsets) => [...offsets].reverse()),
+        [300],
+      ),
+    ).toEqual(value);
   });
 
   it('gives an empty value as empty, and no row as undefined', () => {

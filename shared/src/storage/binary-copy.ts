@@ -34,10 +34,7 @@ export async function copyOutOneValue(
  * (bench/NOTES.md, 2026-11-28). Pieces of 16 KiB are messages smaller than a socket read: the
  * parser keeps one buffer of at most 128 KiB for the statement, and the value is copied once.
  */
-export async function copyOutPieces(
-  pool: Pool,
-  selectPieces: (literal: (value: string) => string) => string,
-): Promise<Buffer | undefined> {
+export async function copyOutPieces(pool: Pool, selectPieces: (literal: (value: string) => string) => string): Promise<Buffer | undefined> {
   const assembler = new PiecesAssembler();
   await copyOut(pool, selectPieces, (message) => assembler.add(message));
   return assembler.value();
@@ -245,7 +242,7 @@ export class PiecesAssembler {
       case 'length': {
         const length = scratch.readInt32BE(0);
         if (this.#field < 2) {
-          if (length !== 4) throw new Error('a piece row\'s total and offset are int4');
+          if (length !== 4) throw new Error("a piece row's total and offset are int4");
           this.#state = 'integer';
           return;
         }
@@ -259,7 +256,7 @@ export class PiecesAssembler {
         const number = scratch.readInt32BE(0);
         if (this.#field === 0) {
           if (this.#value === undefined) this.#value = Buffer.allocUnsafe(number);
-          else if (this.#value.length !== number) throw new Error('the pieces disagree on their value\'s length');
+          else if (this.#value.length !== number) throw new Error("the pieces disagree on their value's length");
         } else this.#position = number;
         this.#field += 1;
         this.#state = 'length';

@@ -150,6 +150,26 @@ setInterval(() => {
   blocked.add(needDrain);
 }, 50).unref();
 
+/**
+ * Memory, every 100 ms: the largest of each of process.memoryUsage()'s figures, and all of them at the
+ * sample where the RSS peaked (what the RSS held then: V8's heap, Buffers outside it, or neither: memory
+ * the allocator keeps after it was freed).
+ */
+type MemorySample = Record<keyof NodeJS.MemoryUsage, number>;
+const mib = (bytes: number): number => Math.round((bytes / 1048576) * 10) / 10;
+let memoryMax: MemorySample | undefined;
+let memoryAtRssPeak: MemorySample | undefined;
+setInterval(() => {
+  const now = process.memoryUsage();
+  const sample = Object.fromEntries(Object.entries(now).map(([key, value]) => [key, mib(value)])) as MemorySample;
+  memoryMax = memoryMax
+    ? (Object.fromEntries(
+        Object.entries(sample).map(([key, value]) => [key, Math.max(value, memoryMax?.[key as keyof MemorySample] ?? 0)]),
+      ) as MemorySample)
+    : sample;
+  if (!memoryAtRssPeak || sample.rss >= memoryAtRssPeak.rss) memoryAtRssPeak = sample;
+}, 100).unref();
+
 process.on('SIGUSR2', () => {
   const figures: Record<string, unknown> = {
     at: new Date().toISOString(),
@@ -162,6 +182,9 @@ process.on('SIGUSR2', () => {
     socketsOpen: sockets.size,
     socketsUnsentKiB: unsent.summary(),
     socketsNeedingDrain: blocked.summary(),
+    memoryMaxMiB: memoryMax,
+    memoryAtRssPeakMiB: memoryAtRssPeak,
+    memoryNowMiB: Object.fromEntries(Object.entries(process.memoryUsage()).map(([key, value]) => [key, mib(value)])),
   };
   for (const [kind, found] of [...samples.entries()].sort()) figures[kind] = found.summary();
   if (file) appendFileSync(file, `${JSON.stringify(figures)}\n`);
@@ -169,4 +192,6 @@ process.on('SIGUSR2', () => {
   samples = new Map();
   unsent.values = [];
   blocked.values = [];
+  memoryMax = undefined;
+  memoryAtRssPeak = undefined;
 });

@@ -17,16 +17,45 @@ export async function copyOutOneValue(
   pool: Pool,
   selectOneColumn: (literal: (value: string) => string) => string,
 ): Promise<Buffer | undefined> {
+  const parts: Buffer[] = [];
+  // A copy: the parser's buffer is reused for later messages.
+  await copyOut(pool, selectOneColumn, (message) => parts.push(Buffer.from(message)));
+  return firstValue(joinedAsNeeded(parts));
+}
+
+/**
+ * Reads one `bytea` value from rows of its pieces, `(total int4, offset int4, piece bytea)` (see
+ * `piecesSelect` in postgres-store.ts), copying each piece's bytes once, as its message arrives, into the one buffer of the value.
+ *
+ * Why pieces: pg-protocol's parser gathers each message whole in a buffer that doubles as a read
+ * of the socket adds to it, and drops it when a statement's answer is consumed. One 256 KiB value is
+ * one message: a fresh 256 KiB and 512 KiB buffer per chunk read, and then our copy of it, so some
+ * five bytes of garbage per byte served, which at 140 MiB/s kept the API's RSS 130 MiB up
+ * (bench/NOTES.md, 2026-11-28). Pieces of 16 KiB are messages smaller than a socket read: the
+ * parser keeps one buffer of at most 128 KiB for the statement, and the value is copied once.
+ */
+export async function copyOutPieces(pool: Pool, selectPieces: (literal: (value: string) => string) => string): Promise<Buffer | undefined> {
+  const assembler = new PiecesAssembler();
+  await copyOut(pool, selectPieces, (message) => assembler.add(message));
+  return assembler.value();
+}
+
+/** Runs `COPY (<select>) TO STDOUT (FORMAT binary)`, each CopyData message's bytes to `consume` as it arrives (valid only during the call). */
+async function copyOut(
+  pool: Pool,
+  select: (literal: (value: string) => string) => string,
+  consume: (message: Buffer) => void,
+): Promise<void> {
   const client = await pool.connect();
   let broken: Error | undefined;
   try {
-    const copy = new CopyOutQuery(`copy (${selectOneColumn((value) => client.escapeLiteral(value))}) to stdout (format binary)`);
+    const copy = new CopyOutQuery(`copy (${select((value) => client.escapeLiteral(value))}) to stdout (format binary)`, consume);
     // pg runs any object with `submit` as a query (its "Submittable"): pg-cursor and pg-copy-streams use the same door.
     (client as PoolClient & { query(submittable: CopyOutQuery): CopyOutQuery }).query(copy);
-    return firstValue(await copy.done);
+    await copy.done;
   } catch (error) {
-    // An error of the connection (not of the statement) leaves it unusable: dropped rather than returned to the pool.
-    if (!(error instanceof DatabaseError)) broken = error as Error;
+    // An error of the connection (not of the statement or of its bytes) leaves it unusable: dropped rather than returned to the pool.
+    if (!(error instanceof DatabaseError) && !(error instanceof FramingError)) broken = error as Error;
     throw error instanceof DatabaseError ? error.cause : error;
   } finally {
     client.release(broken);
@@ -36,25 +65,29 @@ export async function copyOutOneValue(
 /** An error PostgreSQL answered for the statement: the connection is still good. */
 class DatabaseError extends Error {}
 
+/** Bytes of a COPY that are not what was asked for: the statement's fault, the connection is still good. */
+class FramingError extends Error {}
+
 /** The part of pg's connection a Submittable talks to. */
 interface Connection {
   query(text: string): void;
 }
 
-/** A simple-protocol COPY TO STDOUT as a pg Submittable: collects the CopyData messages until ReadyForQuery. */
+/** A simple-protocol COPY TO STDOUT as a pg Submittable: hands over each CopyData message until ReadyForQuery. */
 class CopyOutQuery {
   readonly #text: string;
-  readonly #parts: Buffer[] = [];
+  readonly #consume: (message: Buffer) => void;
   #error: Error | undefined;
-  #resolve!: (bytes: Buffer) => void;
+  #resolve!: () => void;
   #reject!: (error: Error) => void;
-  readonly done = new Promise<Buffer>((resolve, reject) => {
+  readonly done = new Promise<void>((resolve, reject) => {
     this.#resolve = resolve;
     this.#reject = reject;
   });
 
-  constructor(text: string) {
+  constructor(text: string, consume: (message: Buffer) => void) {
     this.#text = text;
+    this.#consume = consume;
   }
 
   submit(connection: Connection): void {
@@ -62,8 +95,13 @@ class CopyOutQuery {
   }
 
   handleCopyData(message: { chunk: Buffer }): void {
-    // A copy: the parser's buffer is reused for later messages.
-    this.#parts.push(Buffer.from(message.chunk));
+    if (this.#error) return;
+    // Thrown here it would surface in pg's message handling: kept for ReadyForQuery, which still comes.
+    try {
+      this.#consume(message.chunk);
+    } catch (error) {
+      this.#error = new FramingError((error as Error).message);
+    }
   }
 
   handleError(error: Error): void {
@@ -74,7 +112,7 @@ class CopyOutQuery {
 
   handleReadyForQuery(): void {
     if (this.#error) this.#reject(this.#error);
-    else this.#resolve(joinedAsNeeded(this.#parts));
+    else this.#resolve();
   }
 
   // The rest of the protocol's answers carry nothing for a COPY TO STDOUT.
@@ -128,3 +166,113 @@ export function firstValue(copy: Buffer): Buffer | undefined {
   if (length === -1) return undefined;
   return copy.subarray(offset, offset + length);
 }
+
+/**
+ * Assembles one `bytea` value from the binary COPY of its pieces: rows of (total int4, offset int4,
+ * piece bytea), as PostgreSQL frames them (an 11-byte signature, flags, a header extension, then per
+ * row a field count and each field's length and bytes, and -1 as the trailer). Each CopyData message
+ * is consumed as it arrives: the pieces' bytes are copied once, straight into the value's buffer.
+ */
+export class PiecesAssembler {
+  /** The fixed-width field being collected, split across messages at most into a few bytes. */
+  readonly #scratch = Buffer.alloc(19);
+  #have = 0;
+  #state: 'header' | 'extension' | 'fields' | 'length' | 'integer' | 'piece' | 'trailer' = 'header';
+  #skip = 0;
+  #field = 0;
+  #pieceLeft = 0;
+  #position = 0;
+  #filled = 0;
+  #value: Buffer | undefined;
+
+  /** Consumes one CopyData message's bytes (read before the caller's buffer is reused). */
+  add(message: Buffer): void {
+    let at = 0;
+    while (at < message.length) {
+      if (this.#state === 'extension') {
+        const skipped = Math.min(this.#skip, message.length - at);
+        at += skipped;
+        this.#skip -= skipped;
+        if (this.#skip === 0) this.#state = 'fields';
+        continue;
+      }
+      if (this.#state === 'piece') {
+        const value = this.#value as Buffer;
+        const taken = Math.min(this.#pieceLeft, message.length - at);
+        message.copy(value, this.#position, at, at + taken);
+        at += taken;
+        this.#position += taken;
+        this.#pieceLeft -= taken;
+        this.#filled += taken;
+        if (this.#pieceLeft === 0) this.#state = 'fields';
+        continue;
+      }
+      if (this.#state === 'trailer') throw new Error('bytes after the binary COPY trailer');
+      const need = this.#state === 'header' ? 19 : this.#state === 'fields' ? 2 : 4;
+      const taken = Math.min(need - this.#have, message.length - at);
+      message.copy(this.#scratch, this.#have, at, at + taken);
+      at += taken;
+      this.#have += taken;
+      if (this.#have === need) {
+        this.#have = 0;
+        this.#fixed();
+      }
+    }
+  }
+
+  /** A fixed-width part is whole in the scratch buffer: what it says, and what comes next. */
+  #fixed(): void {
+    const scratch = this.#scratch;
+    switch (this.#state) {
+      case 'header':
+        if (!scratch.subarray(0, 11).equals(SIGNATURE)) throw new Error('not a binary COPY');
+        this.#skip = scratch.readUInt32BE(15);
+        this.#state = this.#skip > 0 ? 'extension' : 'fields';
+        return;
+      case 'fields': {
+        const fields = scratch.readInt16BE(0);
+        if (fields === -1) this.#state = 'trailer';
+        else if (fields !== 3) throw new Error(`a piece row has ${fields} fields, not 3`);
+        else {
+          this.#field = 0;
+          this.#state = 'length';
+        }
+        return;
+      }
+      case 'length': {
+        const length = scratch.readInt32BE(0);
+        if (this.#field < 2) {
+          if (length !== 4) throw new Error("a piece row's total and offset are int4");
+          this.#state = 'integer';
+          return;
+        }
+        const value = this.#value as Buffer;
+        if (length < 0 || this.#position + length > value.length) throw new Error('a piece lies outside its value');
+        this.#pieceLeft = length;
+        this.#state = length > 0 ? 'piece' : 'fields';
+        return;
+      }
+      case 'integer': {
+        const number = scratch.readInt32BE(0);
+        if (this.#field === 0) {
+          if (this.#value === undefined) this.#value = Buffer.allocUnsafe(number);
+          else if (this.#value.length !== number) throw new Error("the pieces disagree on their value's length");
+        } else this.#position = number;
+        this.#field += 1;
+        this.#state = 'length';
+        return;
+      }
+      default:
+        throw new Error(`unexpected state ${this.#state}`);
+    }
+  }
+
+  /** The value, once the COPY ended: undefined where it had no row. */
+  value(): Buffer | undefined {
+    if (this.#state !== 'trailer') throw new Error('the binary COPY ended early');
+    if (this.#value && this.#filled !== this.#value.length) throw new Error('the pieces do not cover their value');
+    return this.#value;
+  }
+}
+
+const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');

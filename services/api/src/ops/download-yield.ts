@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import type { Config } from '@runtasks/shared/config';
 import type { Next } from 'koa';
 import type { ApiContext } from '../context.ts';
+import { noteStreamed } from './young-garbage.ts';
 
 /**
  * Downloads give way to the other requests of their API process (docs/limits-and-security.md,
@@ -92,20 +93,25 @@ function turn(gate: Gate, ms: number): Promise<void> {
   });
 }
 
-/** `body` again, each 256 KiB after the first sent once the other requests were handled (or DOWNLOADS_YIELD_MS passed). */
+/**
+ * `body` again, each 256 KiB after the first sent once the other requests were handled (or
+ * DOWNLOADS_YIELD_MS passed; not waited for with 0), and every chunk counted for the scavenges of
+ * young-garbage.ts.
+ */
 export function yieldingBody(config: Config, body: Readable): Readable {
-  if (config.downloadsYieldMs <= 0) return body;
   const gate = gateOf(config);
   async function* chunks(): AsyncGenerator<Buffer> {
     let sent = 0;
     // The source reads one chunk ahead at most (its highWaterMark): while this waits, it reads nothing more.
     for await (const chunk of body) {
-      if (sent >= YIELD_EVERY_BYTES) {
+      if (sent >= YIELD_EVERY_BYTES && config.downloadsYieldMs > 0) {
         await turn(gate, config.downloadsYieldMs);
         sent = 0;
       }
-      sent += (chunk as Buffer).length;
-      yield chunk as Buffer;
+      const bytes = chunk as Buffer;
+      sent += bytes.length;
+      noteStreamed(bytes.length);
+      yield bytes;
     }
   }
   return Readable.from(chunks(), { objectMode: false, highWaterMark: 1 });

@@ -12,6 +12,7 @@ import {
 import type { Pool } from 'pg';
 import { poolOf, type ApiContext } from '../context.ts';
 import { describeBytes, type BodyLimit } from '../http/raw-body.ts';
+import { noteStreamed } from '../ops/young-garbage.ts';
 
 /** The 413 of a body past its limit, naming the limit and its setting. */
 export function bodyTooLarge(limit: number, body: BodyLimit): ApiError {
@@ -41,9 +42,16 @@ export async function storeRequestBody(
   const pool = await poolOf(ctx);
   const announced = Number(ctx.req.headers['content-length']);
   // Not destroyed when the loop stops early: destroying the request would reset the connection before the 413 is sent.
-  const source = ctx.req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>;
+  const request = ctx.req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>;
+  // Counted for the scavenges that keep its garbage from piling up (young-garbage.ts).
+  async function* source(): AsyncGenerator<Buffer> {
+    for await (const chunk of request) {
+      noteStreamed(chunk.length);
+      yield chunk;
+    }
+  }
   try {
-    return await putObject(pool, objectStoreFor(pool, ctx.deps.config.storage), owner, source, {
+    return await putObject(pool, objectStoreFor(pool, ctx.deps.config.storage), owner, source(), {
       maxBytes,
       tooLarge: () => bodyTooLarge(maxBytes, body),
       quotaBytes: ctx.deps.config.storage.quotaBytes,

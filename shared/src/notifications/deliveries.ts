@@ -41,12 +41,8 @@ interface ConfigurationFacts {
   email_user_ids: string[];
 }
 
-interface RunRow {
-  id: string;
-  status: RunStatus;
-  auto_apply: boolean;
-  plan_only: boolean;
-  status_timestamps: Record<string, string>;
+/** What a notice's payload says of its run, its workspace and its organization. */
+interface RunPayloadColumns {
   run_message: string;
   run_created_at: Date;
   created_by: string | null;
@@ -55,6 +51,14 @@ interface RunRow {
   workspace_name: string;
   organization_id: string;
   organization_name: string;
+}
+
+interface RunRow extends RunPayloadColumns {
+  id: string;
+  status: RunStatus;
+  auto_apply: boolean;
+  plan_only: boolean;
+  status_timestamps: Record<string, string>;
   /** Its workspace's enabled configurations, with the triggers each wants and what sending to it needs. */
   configurations: ConfigurationFacts[];
 }
@@ -290,7 +294,7 @@ export interface DeliveryDeps {
 export type DeliveryStep = { kind: 'done'; result: string } | { kind: 'retry'; attempt: number; delayMs: number };
 
 /** A claimed delivery and what sending it needs. */
-export interface DeliveryRow {
+export interface DeliveryRow extends RunPayloadColumns {
   id: string;
   attempts: number;
   trigger: string;
@@ -306,14 +310,6 @@ export interface DeliveryRow {
   enabled: boolean;
   email_addresses: string[];
   email_user_ids: string[];
-  run_message: string;
-  run_created_at: Date;
-  created_by: string | null;
-  confirmed_by: string | null;
-  workspace_id: string;
-  workspace_name: string;
-  organization_id: string;
-  organization_name: string;
 }
 
 /** Claims the due pending deliveries of $1 (each attempt counted, leased) and reads what sending them needs; none that is not due or not pending. */

@@ -9,7 +9,7 @@
  *    (8 of the archive, 8 of the plan, each downloading again as soon as one ends; a 429 past
  *    DOWNLOADS_PER_TOKEN or DOWNLOADS_TOTAL is the design: counted, and its Retry-After honoured): B's
  *    p50 and p99 with and without them, the downloads' statuses and bytes, and the API's RSS before,
- *    at its peak and after;
+ *    at its peak and after, and its rise beside the downloads (from where it stood as they began);
  * 2. 40 uploads of the near-limit archive with their last KiB withheld, held until the API cuts them
  *    (UPLOAD_MIN_BYTES_PER_SECOND over UPLOAD_RATE_WINDOW_SECONDS) or the phase ends: how each ended,
  *    and the API's RSS before, at its peak and after.
@@ -331,11 +331,18 @@ try {
         ? downloadLane(stack.baseUrl, `/api/v2/configuration-versions/${version.id}/download`, token, done, archives)
         : downloadLane(stack.baseUrl, `/api/v2/runs/${runId}/plan/json-output`, token, done, plans);
     });
-    const duringMeasured = await withLoopDelay(() => Promise.all([listing(stack.baseUrl, b, done), ...lanes]));
+    // What the downloads themselves add, from where the RSS stood as they began: B's part alone before them
+    // can already move it (the setup's near-limit archive and plan, collected late).
+    const besideDownloads = { start: rssMiB(apiPid), peak: 0 };
+    besideDownloads.peak = besideDownloads.start;
+    const sampler = setInterval(() => (besideDownloads.peak = Math.max(besideDownloads.peak, rssMiB(apiPid))), 100);
+    const duringMeasured = await withLoopDelay(() => Promise.all([listing(stack.baseUrl, b, done), ...lanes])).finally(() =>
+      clearInterval(sampler),
+    );
     const during = { ...duringMeasured.result[0], clientLoopMs: duringMeasured.clientLoopMs, api: await probe(apiPid) };
     // What the downloads cost the API's CPU, whatever else loads the machine: per MiB served.
     const apiCpuSeconds = cpuSeconds(apiPid) - cpuBefore;
-    return { alone, during, archives, plans, apiCpuSeconds };
+    return { alone, during, archives, plans, apiCpuSeconds, rssBesideDownloadsMiB: besideDownloads };
   });
   log(`phase 1: list p99 ${phase1.result.alone.p99.toFixed(1)} ms alone, ${phase1.result.during.p99.toFixed(1)} ms beside the downloads`);
 
@@ -378,7 +385,7 @@ try {
   const f = (value: number): string => value.toFixed(1);
   const rss = (figures: RssFigures): string =>
     `${f(figures.before)} / ${f(figures.peak)} / ${f(figures.after)} (peak +${f(figures.peak - figures.before)})`;
-  const { alone, during, archives, plans, apiCpuSeconds } = phase1.result;
+  const { alone, during, archives, plans, apiCpuSeconds, rssBesideDownloadsMiB: beside } = phase1.result;
   const servedMiB = (archives.bytes + plans.bytes) / MIB;
   const table = [
     `Large files (${quick ? 'quick' : 'full'}; limits ${maxMib} MiB; archive ${f(archive.length / MIB)} MiB, plan ${f(plan.length / MIB)} MiB; load average ${results.loadAverage.map((n) => n.toFixed(1)).join(' ')} on ${results.cores} cores${Object.keys(apiEnv).length > 0 ? `; API with ${JSON.stringify(apiEnv)}` : ''})`,
@@ -391,6 +398,7 @@ try {
     `| plan downloads (${DOWNLOAD_SECONDS} s): statuses, MiB | ${JSON.stringify(plans.statuses)}, ${f(plans.bytes / MIB)} |`,
     `| API CPU beside the downloads: seconds, ms per MiB served | ${f(apiCpuSeconds)}, ${f((apiCpuSeconds * 1000) / Math.max(servedMiB, 1))} |`,
     `| API RSS, phase 1: before / peak / after, MiB | ${rss(phase1.rss)} |`,
+    `| API RSS beside the downloads: at their start / peak, MiB | ${f(beside.start)} / ${f(beside.peak)} (peak +${f(beside.peak - beside.start)}) |`,
     `| ${STALLED_UPLOADS} stalled uploads (${f(phase2.result.seconds)} s): outcomes | ${JSON.stringify(phase2.result.outcomes)} |`,
     `| API RSS, phase 2: before / peak / after, MiB | ${rss(phase2.rss)} |`,
   ].join('\n');

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import {
   clientRunner,
+  genericIndexPool,
   inTransaction,
   isDeadlock,
   nativePool,
@@ -53,6 +54,29 @@ describe('prepared statements and pool transactions', () => {
     expect(rows).toEqual([{ id: 1, note: 'kept' }]);
     // Every client went back to the pool: none is left checked out.
     expect(pool.totalCount - pool.idleCount).toBe(0);
+  });
+
+  it('outlives PostgreSQL ending the connection of a client idle in its transaction', async () => {
+    // A pool of its own, as the worker's advances have (the ORM's has listeners of its own).
+    const pool = genericIndexPool(await nativePool(h.orm.em.fork()), 1);
+    let listening = 0;
+    const outcome = inTransaction(pool, async (client) => {
+      listening = client.listenerCount('error');
+      const ended = new Promise((resolve) => client.once('end', resolve));
+      const [row] = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows;
+      // As idle_in_transaction_session_timeout does to a worker stopped mid-transaction: the FATAL
+      // arrives with no query running, as an 'error' event that had no listener and ended the process.
+      await h.orm.em.fork().execute('select pg_terminate_backend(?)', [row?.pid]);
+      await ended;
+      await client.query('select 1');
+    });
+    await expect(outcome).rejects.toThrow();
+    // An 'error' event with no listener is thrown (EventEmitter), out of the socket's callback, and ends
+    // the process: the pool listens to its idle clients only, so while out the client has its own.
+    expect(listening).toBeGreaterThan(0);
+    expect(pool.totalCount - pool.idleCount).toBe(0);
+    expect((await pool.query<{ one: number }>('select 1 as one')).rows).toEqual([{ one: 1 }]);
+    await pool.end();
   });
 
   it('prepares each shape of a statement family once per connection, up to its limit, and runs the rest unprepared', async () => {

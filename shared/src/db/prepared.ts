@@ -140,22 +140,39 @@ export function refusedStartupOptions(error: unknown): boolean {
 }
 
 /**
+ * Keeps a checked-out client's connection errors from ending the process; returns what undoes it, to
+ * call before the client is released. The pool listens for the errors of its idle clients only, and
+ * PostgreSQL ends a connection under a client that is out too (idle_in_transaction_session_timeout
+ * after a worker was stopped mid-transaction, a restart): with no listener that 'error' event is
+ * unhandled, and the process exits. The client's queries fail with the error all the same.
+ */
+export function guardCheckedOut(client: PoolClient): () => void {
+  const ignore = (): void => undefined;
+  client.on('error', ignore);
+  return () => void client.removeListener('error', ignore);
+}
+
+/**
  * Runs `work` in a transaction on one client of the pool. The client is handed back broken (and so
  * discarded) when the rollback fails too: its connection is in an unknown state.
  */
 export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  const unguard = guardCheckedOut(client);
   try {
     await client.query('begin');
     const result = await work(client);
     await client.query('commit');
+    unguard();
     client.release();
     return result;
   } catch (error) {
     try {
       await client.query('rollback');
+      unguard();
       client.release();
     } catch (rollbackError) {
+      unguard();
       client.release(rollbackError instanceof Error ? rollbackError : true);
     }
     throw error;

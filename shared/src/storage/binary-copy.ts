@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
+import { guardCheckedOut } from '../db/prepared.ts';
 
 /**
  * Reads one `bytea` value as the bytes PostgreSQL holds, without node-postgres's text decoding.
@@ -47,6 +48,7 @@ async function copyOut(
   consume: (message: Buffer) => void,
 ): Promise<void> {
   const client = await pool.connect();
+  const unguard = guardCheckedOut(client);
   let broken: Error | undefined;
   try {
     const copy = new CopyOutQuery(`copy (${select((value) => client.escapeLiteral(value))}) to stdout (format binary)`, consume);
@@ -58,6 +60,7 @@ async function copyOut(
     if (!(error instanceof DatabaseError) && !(error instanceof FramingError)) broken = error as Error;
     throw error instanceof DatabaseError ? error.cause : error;
   } finally {
+    unguard();
     client.release(broken);
   }
 }

@@ -128,7 +128,17 @@ export function runPagesInBrowser(rateLimit: RateLimitSetting): void {
         await page.getByRole('button', { name: 'Override and continue' }).click();
         await page.waitForLoadState('domcontentloaded');
         expect(page.url()).toBe(runUrl.href);
-        await page.locator('#run-live[data-final="true"]').waitFor({ timeout: 45_000 });
+        await page
+          .locator('#run-live[data-final="true"]')
+          .waitFor({ timeout: 45_000 })
+          .catch(async (error: unknown) => {
+            // Whether the run or the page was behind: the run's status in the database, and the page's line.
+            const [row] = await g.h.orm.em.fork().execute<{ status: string }[]>(`select status from runs where id = ?`, [g.runId]);
+            const line = await page.locator('.status-line').textContent();
+            throw new Error(`${(error as Error).message}\nrun ${g.runId} is ${row?.status}; the page says ${JSON.stringify(line)}`, {
+              cause: error,
+            });
+          });
         expect(await page.locator('.status-line').textContent()).toMatch(/applied/i);
         expect(await stageHeading(page, 'post plan').textContent()).toMatch(/overridden/i);
         expect(await page.getByRole('button', { name: 'Override and continue' }).count()).toBe(0);

@@ -30,7 +30,7 @@ export interface WatchedWorkerOptions<T> {
   processor: Processor<T>;
   concurrency: number;
   /** A new BullMQ worker for the processor, on a connection of its own, its events watched. */
-  create: (processor: Processor<T>) => { worker: Worker<T>; release: () => void };
+  create: (processor: Processor<T>) => { worker: Worker<T>; retire: () => void; release: () => void };
   availability: RedisAvailability;
   logger: Logger;
   stallMs?: number;
@@ -45,7 +45,7 @@ export interface WatchedWorkerOptions<T> {
  */
 export class WatchedWorker<T> {
   private readonly options: WatchedWorkerOptions<T>;
-  private current: { worker: Worker<T>; release: () => void };
+  private current: { worker: Worker<T>; retire: () => void; release: () => void };
   private running = 0;
   private lastStartAt = Date.now();
   private waitingSince: number | undefined;
@@ -106,7 +106,8 @@ export class WatchedWorker<T> {
     this.current = this.options.create(this.counted);
     this.lastStartAt = Date.now();
     this.waitingSince = undefined;
-    // Its commands fail as it is closed and its connection dropped, on purpose: no outage of Redis.
+    // Its commands fail as it is closed and its connections dropped, on purpose: no outage of Redis.
+    old.retire();
     old.worker.removeAllListeners('error');
     old.worker.on('error', (error) => this.options.logger.debug({ err: error }, 'an error of a replaced worker'));
     // Not awaited: a stuck worker may never finish closing. Its connection goes either way, at the

@@ -222,7 +222,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
           },
         });
         watchWorker(deps, redis, worker);
-        return { worker, release: () => client.disconnect() };
+        return { worker, retire: () => redis.retire(client), release: () => client.disconnect() };
       },
     });
   const worker = watched(QUEUES.runs, queue, deps.config.workerConcurrency);

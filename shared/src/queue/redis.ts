@@ -33,9 +33,15 @@ export class RedisConnections {
   readonly commands: RedisClient;
   private readonly clients: RedisClient[] = [];
   private closing = false;
+  private readonly logger: Logger;
+  /** Connections dropped on purpose (see retire): their errors say nothing of Redis. */
+  private readonly retired = new WeakSet<RedisClient>();
+  /** The connections BullMQ derived from each one (its blocking connections), retired with it. */
+  private readonly copies = new WeakMap<RedisClient, RedisClient[]>();
 
   constructor(settings: RedisSettings, logger: Logger) {
     this.settings = settings;
+    this.logger = logger;
     this.availability = new RedisAvailability({
       logger,
       probe: async () => void (await this.write()),
@@ -59,12 +65,22 @@ export class RedisConnections {
       // Both Redis#duplicate(options) and Cluster#duplicate(nodes, options): the arguments pass as they are.
       (client as { duplicate: (...args: unknown[]) => RedisClient }).duplicate = (...args: unknown[]) => {
         const copy = duplicate(...args);
+        this.copies.set(client, [...(this.copies.get(client) ?? []), copy]);
         this.watch(copy);
         onDuplicate(copy);
         return copy;
       };
     }
     return client;
+  }
+
+  /**
+   * Marks a connection, and those BullMQ derived from it, as being dropped on purpose (a replaced
+   * worker's): the commands they still had fail with "Connection is closed" while Redis serves, which
+   * is no outage. Their errors are logged at debug level from then on.
+   */
+  retire(client: RedisClient): void {
+    for (const retiring of [client, ...(this.copies.get(client) ?? [])]) this.retired.add(retiring);
   }
 
   /** The node the process talks to for its queue (see redisNodeOf), as its fail-fast connection sees it. */
@@ -101,15 +117,24 @@ export class RedisConnections {
    */
   private watch(client: RedisClient): void {
     this.clients.push(client);
-    client.on('error', (error: unknown) => this.availability.report(error, 'redis connection error'));
+    const report = (error: unknown, message: string, fields: Record<string, unknown> = {}): void => {
+      if (this.retired.has(client)) this.logger.debug({ err: error, ...fields }, `${message} (a connection dropped on purpose)`);
+      else this.availability.report(error, message, fields);
+    };
+    client.on('error', (error: unknown) => report(error, 'redis connection error'));
     if (client instanceof Cluster) {
-      client.on('node error', (error: unknown, node: string) => this.availability.report(error, 'redis cluster node error', { node }));
+      client.on('node error', (error: unknown, node: string) => report(error, 'redis cluster node error', { node }));
       // A cluster retries the commands of a primary that went away until its replica takes over, without
       // an error, and drops the node's connection: when that primary is the queue's, Redis is away for us.
       client.on('-node', (node: Redis) => {
         const key = `${node.options.host}:${node.options.port}`;
         // Not when the client itself is being closed (by its owner, or BullMQ's close).
-        if (!this.closing && client.status === 'ready' && key === redisNodeOf(client, this.settings.queuePrefix))
+        if (
+          !this.closing &&
+          !this.retired.has(client) &&
+          client.status === 'ready' &&
+          key === redisNodeOf(client, this.settings.queuePrefix)
+        )
           this.availability.reportLost(new Error(`Connection is closed (cluster node ${key})`));
       });
     }

@@ -552,7 +552,9 @@ describe('fuzzing every write route and the callback (≥ 100,000 bodies)', () =
   }
 
   beforeAll(async () => {
-    h = await startHarness({ reachableBaseUrl: true });
+    // The dispatched result's token must stay valid for the whole fuzz, which outlasts the default
+    // progress timeout (600 s) on a loaded machine: past it the real verdict is a 409, as it should be.
+    h = await startHarness({ reachableBaseUrl: true, env: { TASK_PROGRESS_TIMEOUT_SECONDS: '3600' } });
     pool = new Pool(h.baseUrl, { connections: POOL_CONNECTIONS, pipelining: 1, keepAliveTimeout: 30_000 });
     // Acknowledges and never calls back: the result stays running, its token valid, for the whole fuzz.
     taskServer = await startRunTaskServer({ mode: 'no-callback' });

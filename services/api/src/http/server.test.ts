@@ -62,7 +62,8 @@ describe("the API's HTTP server limits", () => {
     socket.on('close', () => (closed = true));
     socket.write('GET / HTTP/1.1\r\nHost: example\r\n');
     await until(async () => closed);
-    expect(await connections(server!)).toBe(0);
+    // The server counts the socket gone when its own side has closed, which can follow the client's 'close'.
+    expect(await until(async () => (await connections(server!)) === 0)).toBe(true);
   });
 
   it('close the socket of a client that never reads its response, releasing what it held', async () => {

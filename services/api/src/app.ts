@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import { invalidParameter, notFound } from '@runtasks/shared/errors';
 import Koa from 'koa';
-import { randomUUID } from 'node:crypto';
+import { IncomingMessage, ServerResponse } from 'node:http';
 import { checkReadiness, Metrics } from '@runtasks/shared/ops';
 import { rateLimit } from './ops/rate-limit.ts';
 import { countHandling } from './ops/download-yield.ts';
@@ -15,14 +15,13 @@ import { RequestState, type ApiContext, type ApiContextExtras, type ApiDeps, typ
 import { jsonBodyParser, requireJsonContentType } from './http/body.ts';
 import { compression } from './http/compression.ts';
 import { abortedByClient, errorHandler } from './http/errors.ts';
-import { securityHeaders } from './http/security-headers.ts';
+import { SECURITY_HEADERS, securityHeaders } from './http/security-headers.ts';
 import { API_PREFIX } from './http/jsonapi.ts';
 import { OutageLog } from './http/outage-log.ts';
-import { RefusalLog } from './http/refusal-log.ts';
+import { AnswerLog } from './http/answer-log.ts';
+import { earlyRefusal } from './http/early-refusal.ts';
 import type { RouteDef } from './routes/define.ts';
 import { ROUTES } from './routes/index.ts';
-
-const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 
 /** PostgreSQL refuses NUL in text (a protocol violation, once a 503): a path or query value with one names nothing. */
 async function rejectNul(ctx: ApiContext, next: Koa.Next): Promise<void> {
@@ -39,6 +38,12 @@ const FIRST_SEGMENT = new RegExp(`^${API_PREFIX}/([^/]+)`, 'i');
 
 type RouterMiddleware = ReturnType<Router<ApiState, ApiContextExtras>['routes']>;
 
+interface Routing {
+  middleware: RouterMiddleware;
+  /** The template of the route at this method and path whose first step is `authenticate`, else undefined. */
+  tokenRouteAt(method: string, path: string): string | undefined;
+}
+
 /**
  * The routes as one router per first path segment (`runs`, `task-results`, …), each with its own
  * `allowedMethods`, behind a lookup of the segment: a router tests its patterns one by one, so a request
@@ -46,7 +51,7 @@ type RouterMiddleware = ReturnType<Router<ApiState, ApiContextExtras>['routes']>
  * a fixed segment, so the one router that can match a path is the one asked; a segment no route has
  * falls through to the 404.
  */
-function buildRouters(routes: readonly RouteDef[], ops: ApiOps): RouterMiddleware {
+function buildRouters(routes: readonly RouteDef[], ops: ApiOps): Routing {
   // Authentication runs before the input is looked at: a 401 never depends on the body, the query or
   // the ids in the path (nor is an unauthenticated body parsed).
   const AUTH = {
@@ -82,45 +87,59 @@ function buildRouters(routes: readonly RouteDef[], ops: ApiOps): RouterMiddlewar
     // One router's context, which its two middleware typings spell differently.
     bySegment.set(segment, (ctx, next) => routesOf(ctx, () => allowedMethods(ctx as unknown as AllowedContext, next)));
   }
-  return (ctx, next) => {
-    const segment = FIRST_SEGMENT.exec(ctx.path)?.[1];
-    const dispatch = segment === undefined ? undefined : bySegment.get(segment.toLowerCase());
-    return dispatch ? dispatch(ctx, next) : next();
+  const segmentOf = (path: string): string | undefined => FIRST_SEGMENT.exec(path)?.[1]?.toLowerCase();
+  return {
+    middleware: (ctx, next) => {
+      const segment = segmentOf(ctx.path);
+      const dispatch = segment === undefined ? undefined : bySegment.get(segment);
+      return dispatch ? dispatch(ctx, next) : next();
+    },
+    // As the router would run it: the first layer matching path and method, and its first middleware.
+    tokenRouteAt: (method, path) => {
+      const segment = segmentOf(path);
+      const matched = segment === undefined ? undefined : routers.get(segment)?.match(path, method);
+      const first = matched?.route ? matched.pathAndMethod[0] : undefined;
+      return first?.stack[0] === authenticate ? String(first.path) : undefined;
+    },
   };
 }
 
 /** Gives each request its state and id, and times and logs it once it is answered. */
-function requestContext(deps: ApiDeps, metrics: Metrics): Koa.Middleware<ApiState, ApiContextExtras> {
-  // Refused requests (a flood of bad tokens) are logged as a sample: an address's first, then a summary.
-  const refusals = new RefusalLog({ logger: deps.logger });
+function requestContext(deps: ApiDeps, answers: AnswerLog): Koa.Middleware<ApiState, ApiContextExtras> {
   return async (ctx, next) => {
     ctx.state = new RequestState(deps.orm);
-    const incoming = ctx.get('x-request-id');
-    ctx.state.requestId = REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    ctx.state.requestId = answers.requestId(ctx.get('x-request-id'));
     ctx.set('X-Request-Id', ctx.state.requestId);
     const started = performance.now();
     try {
       await next();
     } finally {
-      const seconds = (performance.now() - started) / 1000;
-      // The route template, not the path: paths can carry capabilities (upload URLs) and ids explode labels.
       const route = (ctx as { _matchedRoute?: string })._matchedRoute ?? 'unmatched';
-      metrics.httpDuration.observe({ method: ctx.method, route, status: String(ctx.status) }, seconds);
-      // Checked first: at the production level the line is dropped, and so need not be built.
-      const refused = ctx.status === 401 || ctx.status === 429;
-      if (deps.logger.isLevelEnabled('info') && (!refused || refusals.record(ctx.ip, ctx.status))) {
-        deps.logger.info(
-          { requestId: ctx.state.requestId, method: ctx.method, route, status: ctx.status, ms: Math.round(seconds * 1000) },
-          'request',
-        );
-      }
+      const seconds = (performance.now() - started) / 1000;
+      answers.answered({ requestId: ctx.state.requestId, method: ctx.method, route, status: ctx.status, address: ctx.ip, seconds });
     }
   };
 }
 
+/**
+ * The API's Koa app, whose request listener (`callback()`, what the server and the tests are given)
+ * answers an address refused by the failure limit before the chain (http/early-refusal.ts).
+ */
+export class ApiApp extends Koa<ApiState, ApiContextExtras> {
+  earlyRefusal: ((req: IncomingMessage, res: ServerResponse) => boolean) | undefined;
+
+  override callback(): ReturnType<Koa['callback']> {
+    const handle = super.callback();
+    // HTTP/1 only (the API's server): Koa's listener type admits HTTP/2's request and response too.
+    const early = (req: unknown, res: unknown): boolean =>
+      req instanceof IncomingMessage && res instanceof ServerResponse && this.earlyRefusal?.(req, res) === true;
+    return (req, res) => (early(req, res) ? Promise.resolve() : handle(req, res));
+  }
+}
+
 /** Builds the API as a Koa app without listening, so tests drive it in-process. */
-export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): Koa<ApiState, ApiContextExtras> {
-  const app = new Koa<ApiState, ApiContextExtras>();
+export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): ApiApp {
+  const app = new ApiApp();
   app.context.deps = deps;
   // Behind a proxy (TRUST_PROXY), the client is the address it appended to X-Forwarded-For, its last
   // entry: the ones before it are whatever the client sent.
@@ -137,9 +156,16 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
     publishRunCreated: deps.ops?.publishRunCreated,
   };
   const readinessChecks = { postgres: async () => void (await deps.orm.em.fork().execute('select 1')), ...ops.readinessChecks };
-  const routers = buildRouters(routes, ops);
+  const routing = buildRouters(routes, ops);
+  const answers = new AnswerLog(deps.logger, ops.metrics);
+  app.earlyRefusal = earlyRefusal(app, {
+    deps,
+    tokenRouteAt: routing.tokenRouteAt,
+    answers,
+    alwaysSet: { ...SECURITY_HEADERS, ...(deps.config.httpCompression ? { Vary: 'Accept-Encoding' } : {}) },
+  });
 
-  app.use(requestContext(deps, ops.metrics));
+  app.use(requestContext(deps, answers));
   // Downloads give way, chunk by chunk, to the requests counted here (download-yield.ts).
   app.use(countHandling());
   // Outside everything that sets a body (errors included), so whatever is sent is compressed alike.
@@ -178,7 +204,7 @@ export function buildApp(deps: ApiDeps, routes: readonly RouteDef[] = ROUTES): K
     // Nothing matched (and allowedMethods found no other method for the path): a JSON:API 404.
     if (ctx.status === 404 && ctx.body === undefined) throw notFound();
   });
-  app.use(routers);
+  app.use(routing.middleware);
   const outages = new OutageLog({ logger: deps.logger, probe: readinessChecks.postgres });
   app.on('unavailable', (error: unknown, ctx?: { state?: { requestId?: string } }) => outages.answered503(error, ctx?.state?.requestId));
   app.on('error', (error: unknown, ctx?: { state?: { requestId?: string }; req?: ApiContext['req'] }) => {

@@ -4,7 +4,7 @@ import { VERIFICATION_ACCESS_TOKEN, VERIFICATION_RESULT_ID } from '@runtasks/sha
 import { CALLBACK_TOKEN_PREFIX, DERIVED_TOKEN_HASH, isPlausibleToken } from '@runtasks/shared/security';
 import type { Next } from 'koa';
 import { hash, randomBytes } from 'node:crypto';
-import { poolOf, type ApiContext } from '../context.ts';
+import { poolOf, type ApiContext, type ApiDeps } from '../context.ts';
 import { PIPELINE_TOKEN_PREFIX, pipelinePrincipal, readPipelineToken } from '../ci/pipeline-tokens.ts';
 import { unionOfTeams, type OrganizationRights, type Principal, type TeamRights } from './principal.ts';
 import type { KnownToken } from './principal-memo.ts';
@@ -173,6 +173,21 @@ async function beforeStoredTokenLookup(ctx: ApiContext, refusalKey: string, toke
 export function refusedByDatabase(ctx: ApiContext, refusalKey: string, epoch: number): void {
   ctx.deps.ops?.principalCache?.rememberRefused(refusalKey, epoch);
   ctx.deps.ops?.authFailures?.recordFailure(ctx.ip);
+}
+
+/**
+ * How long `authenticate` would refuse this request's token with the failure limit's 429, before any
+ * lookup (0: it would not): its address is past its failed authentications, and the token is a pipeline's
+ * or neither remembered nor one of the active tokens. The early refusal (http/early-refusal.ts) asks it
+ * before the request reaches Koa, so the two cannot disagree.
+ */
+export function failureLimitRefusesForMs(deps: ApiDeps, address: string, token: string): number {
+  const blockedMs = deps.ops?.authFailures?.blockedForMs(address) ?? 0;
+  if (blockedMs === 0 || !isPlausibleToken(token)) return 0;
+  if (token.startsWith(PIPELINE_TOKEN_PREFIX)) return blockedMs;
+  const cache = deps.ops?.principalCache;
+  if (cache?.recall(principalMemoKey(token)) || cache?.isActive(deps.secrets.hashToken(token)) === true) return 0;
+  return blockedMs;
 }
 
 /**

@@ -44,6 +44,22 @@ describe('FailedAuthLimit: failed authentications by address', () => {
     expect(thrown).toMatchObject({ status: 429, headers: { 'Retry-After': '60' } });
   });
 
+  it.each<[string, number, number, boolean]>([
+    // name, failures recorded at one address, ms later, some address may be refused
+    ['no failure', 0, 0, false],
+    ['below the limit', 2, 0, false],
+    ['at the limit', 3, 0, true],
+    ['at the limit, at the end of its window', 3, 59_999, true],
+    ['after the window', 3, 60_000, false],
+  ])('knows cheaply whether any address may be refused: %s', (_name, failures, later, mayRefuse) => {
+    const clock = manualClock();
+    const limit = new FailedAuthLimit({ limit: 3, windowMs: 60_000, clock: clock.now });
+    for (let index = 0; index < failures; index += 1) limit.recordFailure('192.0.2.1');
+    clock.advance(later);
+    expect(limit.mayRefuseAny()).toBe(mayRefuse);
+    expect(limit.mayRefuseAny()).toBe(limit.blockedForMs('192.0.2.1') > 0);
+  });
+
   it('remembers a bounded number of addresses, the oldest window going first', () => {
     const limit = new FailedAuthLimit({ limit: 1, maxAddresses: 2, clock: manualClock().now });
     for (const address of ['a', 'b', 'c']) limit.recordFailure(address);

@@ -13,6 +13,18 @@ export interface FailedAuthLimitOptions {
 const DEFAULT_WINDOW_MS = 60_000;
 const DEFAULT_MAX_ADDRESSES = 100_000;
 
+/** The 429 of an address refused for `blockedMs` more. */
+export function failedAuthRefusal(blockedMs: number): ApiError {
+  const retryAfter = Math.ceil(blockedMs / 1000);
+  return new ApiError(
+    429,
+    'too many requests',
+    `Too many failed authentications from this address; retry after ${retryAfter} s.`,
+    undefined,
+    { 'Retry-After': String(retryAfter) },
+  );
+}
+
 /**
  * Counts failed authentications by client address in this process, and refuses an address that has had
  * `limit` of them within a window until the window ends: guessing tokens (an operator-chosen ADMIN_TOKEN
@@ -22,6 +34,8 @@ const DEFAULT_MAX_ADDRESSES = 100_000;
 export class FailedAuthLimit {
   private readonly windows = new Map<string, { startedAt: number; failures: number }>();
   private readonly options: Required<FailedAuthLimitOptions>;
+  /** When the last window that reached the limit ends: before it, some address may be refused. */
+  private blockingUntil = Number.NEGATIVE_INFINITY;
 
   constructor(options: FailedAuthLimitOptions) {
     this.options = { windowMs: DEFAULT_WINDOW_MS, maxAddresses: DEFAULT_MAX_ADDRESSES, clock: () => performance.now(), ...options };
@@ -29,6 +43,11 @@ export class FailedAuthLimit {
 
   get limit(): number {
     return this.options.limit;
+  }
+
+  /** False when no address is refused now: a question cheaper than any address's. */
+  mayRefuseAny(): boolean {
+    return this.options.clock() < this.blockingUntil;
   }
 
   /** How long the address is still refused (0: it may try). */
@@ -41,29 +60,24 @@ export class FailedAuthLimit {
   /** Throws the 429 while the address is refused. */
   check(address: string): void {
     const blockedMs = this.blockedForMs(address);
-    if (blockedMs === 0) return;
-    const retryAfter = Math.ceil(blockedMs / 1000);
-    throw new ApiError(
-      429,
-      'too many requests',
-      `Too many failed authentications from this address; retry after ${retryAfter} s.`,
-      undefined,
-      { 'Retry-After': String(retryAfter) },
-    );
+    if (blockedMs > 0) throw failedAuthRefusal(blockedMs);
   }
 
   recordFailure(address: string): void {
-    const window = this.current(address);
-    if (window) {
-      window.failures += 1;
-      return;
-    }
+    const window = this.current(address) ?? this.open(address);
+    window.failures += 1;
+    if (window.failures >= this.options.limit) this.blockingUntil = Math.max(this.blockingUntil, window.startedAt + this.options.windowMs);
+  }
+
+  private open(address: string): { startedAt: number; failures: number } {
     while (this.windows.size >= this.options.maxAddresses) {
       const oldest = this.windows.keys().next();
       if (oldest.done) break;
       this.windows.delete(oldest.value);
     }
-    this.windows.set(address, { startedAt: this.options.clock(), failures: 1 });
+    const window = { startedAt: this.options.clock(), failures: 0 };
+    this.windows.set(address, window);
+    return window;
   }
 
   private current(address: string): { startedAt: number; failures: number } | undefined {

@@ -24,8 +24,11 @@ export const DEFAULT_HTML_POLICY = [
  * Content-Security-Policy, the default one unless the page set its own (pages that need an inline script
  * allow exactly theirs).
  */
+/** What every answer carries whatever its type (an answer made before the chain sets these too). */
+export const SECURITY_HEADERS: Readonly<Record<string, string>> = { 'X-Content-Type-Options': 'nosniff' };
+
 export const securityHeaders: Middleware = async (ctx, next) => {
-  ctx.set('X-Content-Type-Options', 'nosniff');
+  ctx.set(SECURITY_HEADERS);
   try {
     await next();
   } finally {

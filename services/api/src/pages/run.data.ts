@@ -166,8 +166,11 @@ async function eventsOf(ctx: ApiContext, runId: string): Promise<RunEventView[]>
 /** Everything the run page shows, in a handful of queries whatever the number of stages and results. */
 export async function loadRunPage(ctx: ApiContext, run: Run): Promise<RunPageData> {
   // Taken first: anything that changes while the rest is read makes the page's first refresh a 200, never a stale 304.
-  const fingerprint = await runFingerprint(ctx, run);
+  const { etag: fingerprint, runVersion } = await fingerprintOf(ctx, run);
   const em = ctx.state.em;
+  // The run itself was read before it (findPageRun): where it moved since, it is read again, or the page
+  // would show its old status under the new fingerprint and every refresh would be a 304.
+  if (runVersion !== run.version) await em.refresh(run);
   const stages = (await em.find(TaskStage, { run: run.id })).sort((a, b) => RUN_STAGES.indexOf(a.stage) - RUN_STAGES.indexOf(b.stage));
   const stageIds = stages.map((stage) => stage.id);
   const results =
@@ -224,6 +227,11 @@ export async function loadOutcome(ctx: ApiContext, run: Run, outcomeId: string):
  * polling costs one small statement, not a page.
  */
 export async function runFingerprint(ctx: ApiContext, run: Run): Promise<string> {
+  return (await fingerprintOf(ctx, run)).etag;
+}
+
+/** The fingerprint, and the run's version it was taken at. */
+async function fingerprintOf(ctx: ApiContext, run: Run): Promise<{ etag: string; runVersion: number | undefined }> {
   const [row] = await ctx.state.em.execute<Record<string, unknown>[]>(
     `select r.version,
             (select string_agg(ts.id || ':' || ts.version, ',' order by ts.id) from task_stages ts where ts.run_id = r.id) as stages,
@@ -236,5 +244,6 @@ export async function runFingerprint(ctx: ApiContext, run: Run): Promise<string>
     [run.id],
   );
   const seen = JSON.stringify([row, ctx.state.principal]);
-  return `"${createHash('sha256').update(seen).digest('base64url').slice(0, 27)}"`;
+  const runVersion = row?.['version'] === undefined ? undefined : Number(row['version']);
+  return { etag: `"${createHash('sha256').update(seen).digest('base64url').slice(0, 27)}"`, runVersion };
 }

@@ -128,14 +128,21 @@ export function runPagesInBrowser(rateLimit: RateLimitSetting): void {
         await page.getByRole('button', { name: 'Override and continue' }).click();
         await page.waitForLoadState('domcontentloaded');
         expect(page.url()).toBe(runUrl.href);
+        // The run first (a loaded machine can take long to apply it), then the page, which must follow it
+        // within a few of its refreshes (one a second here), whatever the run took.
+        const runStatus = async (): Promise<string | undefined> =>
+          (await g.h.orm.em.fork().execute<{ status: string }[]>(`select status from runs where id = ?`, [g.runId]))[0]?.status;
+        expect(await eventually(async () => ((await runStatus()) === 'applied' ? 'applied' : undefined), 90_000, 100)).toBe('applied');
         await page
           .locator('#run-live[data-final="true"]')
-          .waitFor({ timeout: 45_000 })
+          .waitFor({ timeout: 20_000 })
           .catch(async (error: unknown) => {
-            // Whether the run or the page was behind: the run's status in the database, and the page's line.
-            const [row] = await g.h.orm.em.fork().execute<{ status: string }[]>(`select status from runs where id = ?`, [g.runId]);
-            const line = await page.locator('.status-line').textContent();
-            throw new Error(`${(error as Error).message}\nrun ${g.runId} is ${row?.status}; the page says ${JSON.stringify(line)}`, {
+            const seen = await page.evaluate(`JSON.stringify({
+              sameDocument: window.__sameDocument === true,
+              line: document.querySelector('.status-line')?.textContent?.trim(),
+              notice: document.getElementById('live-notice')?.hidden ? '' : document.getElementById('live-notice')?.textContent?.trim(),
+            })`);
+            throw new Error(`${(error as Error).message}\nrun ${g.runId} is ${await runStatus()}; the page: ${String(seen)}`, {
               cause: error,
             });
           });
@@ -443,6 +450,34 @@ export function runPagesInBrowser(rateLimit: RateLimitSetting): void {
         await context.close();
       }
     }, 60_000);
+
+    it('gives up on a live request that hangs, says so, and follows the run again once answers come', async () => {
+      const workspaceId = await workspaceWithTasks('hanging');
+      const run = await createRun(g.h, g.owner.organizationToken, workspaceId, { message: 'watched through a dropped link' });
+      const context = await newContext();
+      const page = await context.newPage();
+      try {
+        await page.goto(`${g.h.baseUrl}/app/pages/workspaces/hanging/runs/${run}`, { waitUntil: 'domcontentloaded' });
+        await signIn(page, g.owner.organizationToken);
+        await page.locator('.status-line', { hasText: 'Pre-plan tasks running' }).waitFor();
+        // The network drops the page's live requests without a word: no answer, no error.
+        const held: (() => Promise<void>)[] = [];
+        await page.route('**/live', (route) => void held.push(() => route.abort()));
+        const notice = page.locator('#live-notice');
+        await notice
+          .getByText(/^The service cannot be reached: live updates stopped\. Trying again in \d+ s\.$/)
+          .waitFor({ timeout: 15_000 });
+        expect(held.length).toBeGreaterThan(0);
+        // Answers again: the page catches up with the run without a reload.
+        await page.unroute('**/live');
+        await Promise.all(held.map((release) => release().catch(() => undefined)));
+        expect(await callBackWith(await deliveryOf('pre_plan', 'mandatory', run), { status: 'passed', message: 'fine' })).toBe(200);
+        await page.getByRole('heading', { level: 3, name: /pre plan passed/i }).waitFor({ timeout: 30_000 });
+        expect(await notice.isHidden()).toBe(true);
+      } finally {
+        await context.close();
+      }
+    }, 90_000);
   });
 }
 

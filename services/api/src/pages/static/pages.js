@@ -1,4 +1,4 @@
-/* global document, window, fetch, DOMParser, CSS -- this file runs in the browser */
+/* global document, window, fetch, AbortController, DOMParser, CSS -- this file runs in the browser */
 // The pages' one script: keeps "how long ago" current, and keeps the run page's live part current
 // while the run moves, saying so whenever it cannot. No framework and no inline script (the pages'
 // Content-Security-Policy allows only this file).
@@ -31,6 +31,9 @@
   const noticeButton = notice && notice.querySelector('.live-notice-action');
   const noticeSignIn = notice && notice.querySelector('.live-notice-sign-in');
   const interval = Math.max(1000, Number(live.dataset.interval) || 5000);
+  // A request that hangs (a connection the network dropped without a word) is given up and counted as a
+  // failure, so the page says so and tries again rather than waiting on it for ever.
+  const answerWithinMs = Math.max(5000, 3 * interval);
   let current = live;
   // The page's own fingerprint: its first refresh costs a 304 when nothing changed since it was made.
   let etag = live.dataset.etag || '';
@@ -101,11 +104,14 @@
       return schedule();
     }
     asking = true;
+    const giveUp = new AbortController();
+    const deadline = window.setTimeout(() => giveUp.abort(), answerWithinMs);
     try {
       const response = await fetch(current.dataset.liveUrl, {
         headers: etag ? { 'If-None-Match': etag } : {},
         credentials: 'same-origin',
         cache: 'no-store',
+        signal: giveUp.signal,
       });
       if (response.status === 200 || response.status === 304) {
         failures = 0;
@@ -131,6 +137,7 @@
       const wait = Math.round(Math.min(60000, interval * 2 ** failures) / 1000);
       say(`The service cannot be reached: live updates stopped. Trying again in ${wait} s.`, 'Try now');
     } finally {
+      window.clearTimeout(deadline);
       asking = false;
     }
     schedule();

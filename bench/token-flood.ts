@@ -8,7 +8,8 @@
  *    `--concurrency=N` at a time (8 by default): its statuses (any 429 is a failure of the issue's
  *    guarantee), its p50 and p99 as ratios to step 1's, and the PostgreSQL transactions of the database
  *    in each step (pg_stat_database), the flood's share being step 2's less what step 1 cost per client
- *    request and per second (the heartbeat).
+ *    request and per second (the heartbeat); and the API process's CPU per refused request (/proc), the
+ *    cost a flood puts on the process, less the client's requests at step 1's cost each.
  *
  * `--flood-thread`: the flood's lanes run in a worker thread of this process rather than on the client's
  * event loop. Sharing one loop, the client's every response waits behind the flood's own fetches and token
@@ -23,6 +24,7 @@ import { isMainThread, parentPort, Worker, workerData } from 'node:worker_thread
 import pg from 'pg';
 import { API_TOKEN_PREFIX, generateToken } from '@runtasks/shared/security';
 import { ADMIN_TOKEN, DATABASE_URL, log, RESULTS_DIR, sleep } from './lib/env.ts';
+import { processTicks, TICK_MS } from './lib/cpu.ts';
 import { freshDatabase, Stack } from './lib/stack.ts';
 import { percentile, sortedCopy } from './lib/stats.ts';
 
@@ -115,14 +117,20 @@ try {
   // The admin token known, remembered, and its use recorded: what a client that has been working sees.
   await legitimate(stack.baseUrl, { count: 50 });
 
+  const api = stack.processes.find((managed) => managed.role === 'api');
+  /** The API process's CPU time so far, in ms (what a refusal costs is the lever; latency follows from it). */
+  const apiCpuMs = (): number => (processTicks(api?.pid ?? 0) ?? 0) * TICK_MS;
   const aloneFrom = await transactions(db);
+  const aloneCpuFrom = apiCpuMs();
   let started = performance.now();
   const alone = await legitimate(stack.baseUrl, { count: ALONE_REQUESTS });
   const aloneSeconds = (performance.now() - started) / 1000;
+  const aloneCpuMs = apiCpuMs() - aloneCpuFrom;
   const aloneTx = (await transactions(db)) - aloneFrom - 1;
   log(`alone: ${alone.requests} requests in ${aloneSeconds.toFixed(1)} s, p99 ${alone.p99.toFixed(1)} ms, ${aloneTx} transactions`);
 
   const floodFrom = await transactions(db);
+  const floodCpuFrom = apiCpuMs();
   started = performance.now();
   let flooding = true;
   const [floodStatuses, during] = await Promise.all([
@@ -130,6 +138,10 @@ try {
     legitimate(stack.baseUrl, { done: () => !flooding }),
   ]);
   const floodSeconds = (performance.now() - started) / 1000;
+  // The API's CPU beside the flood, less what the client's own requests cost alone (about 1.5 s of
+  // heartbeats and idle on either side are in both), per refused request.
+  const floodCpuMs = apiCpuMs() - floodCpuFrom;
+  const refusalCpuMs = Math.max(0, floodCpuMs - (aloneCpuMs / alone.requests) * during.requests) / FLOOD;
   const floodTx = (await transactions(db)) - floodFrom - 1;
   // The client's own requests read the database (its route lists organizations), and the process sends
   // its heartbeat (a transaction a second): what step 1 cost per request and per second, over step 2.
@@ -142,13 +154,14 @@ try {
     during: { ...during, transactions: floodTx },
     ratios: { p50: during.p50 / alone.p50, p99: during.p99 / alone.p99 },
     floodTransactions: floodTx - expected,
+    apiCpuMs: { alone: aloneCpuMs, perClientRequest: aloneCpuMs / alone.requests, flood: floodCpuMs, perRefusal: refusalCpuMs },
   };
   const table = [
-    '| | requests | statuses | p50 ms | p99 ms | PG transactions |',
-    '| --- | --- | --- | --- | --- | --- |',
-    `| legitimate client alone | ${alone.requests} | ${JSON.stringify(alone.statuses)} | ${alone.p50.toFixed(1)} | ${alone.p99.toFixed(1)} | ${aloneTx} in ${aloneSeconds.toFixed(1)} s |`,
-    `| legitimate client during the flood | ${during.requests} | ${JSON.stringify(during.statuses)} | ${during.p50.toFixed(1)} (×${results.ratios.p50.toFixed(2)}) | ${during.p99.toFixed(1)} (×${results.ratios.p99.toFixed(2)}) | ${floodTx} in ${floodSeconds.toFixed(1)} s (${expected.toFixed(0)} expected of the client and heartbeats) |`,
-    `| the flood (${FLOOD} random tokens, ${CONCURRENCY} at a time${floodThread ? ', in a worker thread' : ''}) | ${FLOOD} | ${JSON.stringify(floodStatuses)} | | | ≈ ${(floodTx - expected).toFixed(0)} |`,
+    '| | requests | statuses | p50 ms | p99 ms | PG transactions | API CPU-ms |',
+    '| --- | --- | --- | --- | --- | --- | --- |',
+    `| legitimate client alone | ${alone.requests} | ${JSON.stringify(alone.statuses)} | ${alone.p50.toFixed(1)} | ${alone.p99.toFixed(1)} | ${aloneTx} in ${aloneSeconds.toFixed(1)} s | ${results.apiCpuMs.perClientRequest.toFixed(3)} a request |`,
+    `| legitimate client during the flood | ${during.requests} | ${JSON.stringify(during.statuses)} | ${during.p50.toFixed(1)} (×${results.ratios.p50.toFixed(2)}) | ${during.p99.toFixed(1)} (×${results.ratios.p99.toFixed(2)}) | ${floodTx} in ${floodSeconds.toFixed(1)} s (${expected.toFixed(0)} expected of the client and heartbeats) | ${floodCpuMs.toFixed(0)} in all |`,
+    `| the flood (${FLOOD} random tokens, ${CONCURRENCY} at a time${floodThread ? ', in a worker thread' : ''}) | ${FLOOD} | ${JSON.stringify(floodStatuses)} | | | ≈ ${(floodTx - expected).toFixed(0)} | ${refusalCpuMs.toFixed(3)} a refusal |`,
   ].join('\n');
   process.stdout.write(`${table}\n`);
   mkdirSync(RESULTS_DIR, { recursive: true });

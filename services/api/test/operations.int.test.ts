@@ -108,7 +108,7 @@ describe('metrics and logs of a full run (API + in-process worker + a real task 
       reachableBaseUrl: true,
       logger,
       metrics,
-      env: { LOG_LEVEL: 'debug', RATE_LIMIT_PER_SECOND: '0', SWEEPER_INTERVAL_SECONDS: '1' },
+      env: { LOG_LEVEL: 'debug', SWEEPER_INTERVAL_SECONDS: '1' },
     });
     worker = await startWorker({ config: h.config, orm: h.orm, logger, secrets: h.secrets, taskClient: h.taskClient, metrics });
     server = await startRunTaskServer({ hmacKey: HMAC_KEY, mode: 'callback' });

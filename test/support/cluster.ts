@@ -6,6 +6,7 @@ import { migrateUp, openOrm } from '@runtasks/shared/db';
 import { pingRedis } from '@runtasks/shared/queue';
 import { createTaskClient } from '@runtasks/shared/outbound';
 import { CALLBACK_TOKEN_PREFIX, createSecretBox, type SecretBox } from '@runtasks/shared/security';
+import { UNRECORDED_ATTEMPT } from '@runtasks/shared/engine';
 import { Redis } from 'ioredis';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -383,11 +384,23 @@ export async function checkLedgers(
   servers: readonly RunTaskServer[],
   attemptCap = ATTEMPT_CAP,
 ): Promise<LedgerSummary> {
-  const rows = await orm.em
-    .fork()
-    .execute<{ id: string; task_url: string; status: string; attempts: number; callback_token_hash: string | null }[]>(
-      `select id, task_url, status, attempts, callback_token_hash from task_results`,
-    );
+  const rows = await orm.em.fork().execute<
+    {
+      id: string;
+      task_url: string;
+      status: string;
+      attempts: number;
+      callback_token_hash: string | null;
+      /** Every attempt claimed, none answered, and the progress deadline came before the last claim's lease ran out. */
+      orphaned_until_deadline: boolean;
+    }[]
+  >(
+    `select tr.id, tr.task_url, tr.status, tr.attempts, tr.callback_token_hash,
+            (tr.status = 'errored' and tr.progress_deadline <= tr.next_attempt_at
+             and not exists (select 1 from delivery_attempts da where da.task_result_id = tr.id and da.error_kind <> '${UNRECORDED_ATTEMPT}'))
+              as orphaned_until_deadline
+       from task_results tr`,
+  );
   const byId = new Map(rows.map((row) => [row.id, row]));
   const summary: LedgerSummary = { posts: 0, resultsPosted: 0, redelivered: 0, maxPostsPerResult: 0, violations: [] };
   const posted = new Set<string>();
@@ -432,7 +445,10 @@ export async function checkLedgers(
   }
   for (const row of rows) {
     const reported = row.status === 'passed' || row.status === 'failed';
-    if ((reported || row.attempts > 0) && !posted.has(row.id))
+    // A worker killed between its claim and its POST leaves an attempt claimed and never made; the sweeper
+    // re-drives it once the claim's lease runs out. Only a progress deadline shorter than that lease (a
+    // test's setting) can end the result first: then it was never dispatched, and nothing was lost.
+    if ((reported || (row.attempts > 0 && !row.orphaned_until_deadline)) && !posted.has(row.id))
       summary.violations.push(`result ${row.id} (${row.status}, ${row.attempts} attempts claimed) was never POSTed`);
   }
   return summary;

@@ -16,11 +16,11 @@ import {
   runPipeline,
   runPipelineBesideCluster,
   runPipelineBesideLean,
-  runPipelineWithNotifications,
   runWorkspaceGrowth,
   type PipelineConfig,
   type PipelineResult,
 } from './lib/pipeline.ts';
+import { runPipelineWithNotifications } from './lib/notifications-bench.ts';
 import { killAll } from './lib/procs.ts';
 import { runReads } from './lib/reads.ts';
 import { collectMeta, markdown, writeResults, type Results } from './lib/report.ts';

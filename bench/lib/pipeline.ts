@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { CpuReport, Role } from './cpu.ts';
 import { log, sleep, type Options } from './env.ts';
-import { startCountingReceiver } from './receiver.ts';
-import { leanOrg, seedNotificationConfigurations, seedPipelineOrg, truncateRuns, type PipelineOrg } from './seed.ts';
+import { leanOrg, seedPipelineOrg, truncateRuns, type PipelineOrg } from './seed.ts';
 import { RedisClusterSet, SingleNode } from '../../test/support/redis-topologies.ts';
 import { Stack, type BenchRedis } from './stack.ts';
 import { medianSample, range, round, type Range } from './stats.ts';
@@ -195,7 +194,7 @@ function sampleLabel(config: PipelineConfig): string {
 }
 
 /** A warm-up burst; sizes the samples after it to about 12 s of runs at the warm-up's rate. */
-async function warmUp(
+export async function warmUp(
   stack: Stack,
   org: PipelineOrg,
   config: PipelineConfig,
@@ -213,7 +212,7 @@ async function warmUp(
 }
 
 /** One sample; measured once more, the quieter kept, when the rest of the machine was busy. */
-async function measuredSample(
+export async function measuredSample(
   stack: Stack,
   org: PipelineOrg,
   config: PipelineConfig,
@@ -233,7 +232,7 @@ async function measuredSample(
   return sample;
 }
 
-function pipelineResult(config: PipelineConfig, warmup: PipelineResult['warmup'], samples: PipelineSample[]): PipelineResult {
+export function pipelineResult(config: PipelineConfig, warmup: PipelineResult['warmup'], samples: PipelineSample[]): PipelineResult {
   const middle = medianSample(samples, (sample) => sample.cpuMsPerRun);
   return {
     config,
@@ -400,80 +399,5 @@ export async function runPipelineBesideCluster(
     await single?.stack.stop();
     await cluster.stop();
     await node.stop();
-  }
-}
-
-/**
- * H1 with notifications (`--notifications=N`): one stack (the same API and worker processes), two
- * organizations with the same tasks and workspaces, one with N enabled generic notification
- * configurations per workspace pointing at a counting receiver on loopback and one with none, their
- * samples interleaved (none, N, none, …) so the machine getting busier or quieter moves both alike.
- * A sample with notifications ends when its runs are final and every notification they gave was
- * delivered (nothing left unpublished in the outbox or pending in `notification_deliveries`, and the
- * receiver has at least created and completed for every run and configuration): its CPU per run
- * includes delivering them; its runs/s is still the runs' own (first creation to last `applied-at`).
- */
-export async function runPipelineWithNotifications(
-  config: PipelineConfig,
-  perWorkspace: number,
-  options: Options,
-): Promise<{ without: PipelineResult; with: PipelineResult; deliveredPerRun: number[] }> {
-  const without: PipelineConfig = { ...config, key: `${config.key}n0`, label: `${config.label}, no notifications`, notifications: 0 };
-  const withSome: PipelineConfig = {
-    ...config,
-    key: `${config.key}n${perWorkspace}`,
-    label: `${config.label}, ${perWorkspace} notification configurations per workspace`,
-    notifications: perWorkspace,
-  };
-  log(`${withSome.label}, interleaved with none: starting API, ${config.workers} worker(s), task server, load generator, receiver`);
-  const receiver = await startCountingReceiver();
-  const stack = await Stack.start({ workers: config.workers, profile: options.profile });
-  try {
-    const suffix = randomBytes(3).toString('hex');
-    const orgWithout = await seedPipelineOrg(stack, `b-${without.key}-${suffix}`.toLowerCase(), config.tasks, config.workspaces);
-    const orgWith = await seedPipelineOrg(stack, `b-${withSome.key}-${suffix}`.toLowerCase(), config.tasks, config.workspaces);
-    const seeded = await seedNotificationConfigurations(stack, orgWith.workspaces, perWorkspace, receiver.url);
-    log(`  seeded two organizations of ${orgWith.workspaces.length} workspaces; ${seeded} notification configurations in one`);
-    let expected = 0;
-    let countBefore = 0;
-    /** Runs final: now the notifications they gave must all be delivered (see above). */
-    const settled = async (): Promise<boolean> => {
-      const { rows } = await stack.db.query<{ waiting: string; delivered: string }>(
-        `select (select count(*) from outbox_events where published_at is null) + (select count(*) from notification_deliveries where status = 'pending') as waiting,
-                (select count(*) from notification_deliveries where status = 'delivered') as delivered`,
-      );
-      return Number(rows[0]?.waiting) === 0 && receiver.count() - countBefore >= expected && Number(rows[0]?.delivered) >= expected;
-    };
-    /** Sets what `settled` waits for (every run tells each configuration at least its creation and completion), then measures. */
-    const expecting = (runs: number): void => {
-      expected = runs * perWorkspace * 2;
-      countBefore = receiver.count();
-    };
-    const warmWithout = await warmUp(stack, orgWithout, without, options);
-    expecting(options.quick ? 40 : Math.round(1500 / config.tasks));
-    const warmWith = await warmUp(stack, orgWith, withSome, options, settled);
-    log(`  warm-up delivered ${receiver.count() - countBefore} notifications`);
-    const runs = Math.min(warmWithout.runs, warmWith.runs);
-    const samplesWithout: PipelineSample[] = [];
-    const samplesWith: PipelineSample[] = [];
-    const deliveredPerRun: number[] = [];
-    for (let index = 0; index < 3; index += 1) {
-      samplesWithout.push(await measuredSample(stack, orgWithout, without, runs, options, index));
-      expecting(runs);
-      const sample = await measuredSample(stack, orgWith, withSome, runs, options, index, settled);
-      samplesWith.push(sample);
-      // A re-measured sample (foreign CPU) delivered twice the runs' notifications: counted per run measured.
-      const delivered = receiver.count() - countBefore;
-      deliveredPerRun.push(delivered / Math.max(1, sample.retried ? sample.completed * 2 : sample.completed));
-      log(`    ${delivered} notifications delivered`);
-    }
-    return {
-      without: pipelineResult(without, warmWithout.result, samplesWithout),
-      with: pipelineResult(withSome, warmWith.result, samplesWith),
-      deliveredPerRun,
-    };
-  } finally {
-    await stack.stop();
-    await receiver.close();
   }
 }

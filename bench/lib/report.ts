@@ -6,7 +6,8 @@ import { Redis } from 'ioredis';
 import type { BaselineResult } from './baseline.ts';
 import { cpuModel, ROLES } from './cpu.ts';
 import { DATABASE_URL, REDIS_URL, RESULTS_DIR, ROOT, type Options } from './env.ts';
-import { SEGMENTS, type LatencyResult, type SegmentName } from './latency.ts';
+import { SEGMENTS, type LatencyResult, type LatencySample, type SegmentName } from './latency.ts';
+import type { NotificationsResult } from './notifications-bench.ts';
 import type { PipelineResult } from './pipeline.ts';
 import { SHARED_PORT_APIS, SHARED_PORT_SUFFIX, type ReadResult, type ReadsOutput } from './reads.ts';
 import { fitLine, fmt, fmtRange, range, type Range } from './stats.ts';
@@ -23,7 +24,7 @@ export interface Results {
   /** H1's configurations on one Redis node and on a Redis Cluster, side by side (`bench:h1 -- --redis-cluster`). */
   h1Cluster?: { single: PipelineResult; cluster: PipelineResult }[];
   /** H1 with N notification configurations per workspace beside none, one stack, interleaved (`bench:h1 -- --notifications=N`). */
-  h1Notifications?: { without: PipelineResult; with: PipelineResult; deliveredPerRun: number[] };
+  h1Notifications?: NotificationsResult;
   h2?: LatencyResult;
   h3?: ReadResult[];
   h4?: { tasks: PipelineResult[]; workspaces?: { one: PipelineResult; many: PipelineResult }; list?: ReadsOutput['growth'] };
@@ -353,6 +354,29 @@ function readTable(results: readonly ReadResult[], baseline: BaselineResult | un
   return lines;
 }
 
+/** The notifications' open loop: a run's latency and CPU with N configurations per workspace beside none, below saturation. */
+function openLoopTable({ open, with: withSome }: NotificationsResult): string[] {
+  const figures: [string, (sample: LatencySample) => number, number][] = [
+    ['create → applied p50 ms', (sample) => sample.completeP50Ms, 1],
+    ['create → applied p99 ms', (sample) => sample.completeP99Ms, 1],
+    ['first task request p50 ms', (sample) => sample.firstTaskP50Ms, 2],
+    ['first task request p99 ms', (sample) => sample.firstTaskP99Ms, 2],
+    ['CPU-ms per run', (sample) => sample.cpuMsPerRun, 1],
+  ];
+  return [
+    `### The same at a steady ${open.rate} runs/s (open loop, ${open.seconds} s per sample, interleaved; median [min–max] of three)`,
+    '',
+    `| | none | ${withSome.config.notifications ?? 0} per workspace | with ÷ without (medians) |`,
+    '|---|---:|---:|---:|',
+    ...figures.map(([label, value, digits]) => {
+      const without = range(open.without.map(value));
+      const withThem = range(open.with.map(value));
+      return `| ${label} | ${fmtRange(without, digits)} | ${fmtRange(withThem, digits)} | ${fmt(withThem.median / without.median, 3)} |`;
+    }),
+    '',
+  ];
+}
+
 export function markdown(results: Results): string {
   const { meta, baseline } = results;
   const out: string[] = [];
@@ -452,6 +476,7 @@ export function markdown(results: Results): string {
       '|---:|---:|---|---|',
       `| ${fmt(speed, 3)} | ${fmt(cpu, 3)} | ${deliveredPerRun.map((value) => fmt(value, 2)).join(', ')} | ${settle} |`,
       '',
+      ...openLoopTable(results.h1Notifications),
     );
   }
   if (results.h2) {

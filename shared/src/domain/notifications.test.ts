@@ -5,7 +5,7 @@ import {
   mergeDeliveryResponses,
   NOTICE_STATUSES,
   noticeMessage,
-  noticeStillHolds,
+  noticeOfChange,
   runNotice,
   type NoticeTask,
 } from './notifications.ts';
@@ -45,11 +45,29 @@ describe('runNotice', () => {
     expect([...giving].sort()).toEqual([...NOTICE_STATUSES].sort());
   });
 
-  it('tells a wait for confirmation only while the run still waits; every other notice always', () => {
-    const confirmation = { trigger: 'run:needs_attention' as const, occasion: 'confirmation' };
-    expect(noticeStillHolds(confirmation, 'planned', 'planned')).toBe(true);
-    expect(noticeStillHolds(confirmation, 'planned', 'post_plan_running')).toBe(false);
-    expect(noticeStillHolds({ trigger: 'run:planning', occasion: '' }, 'planning', 'applied')).toBe(true);
+  it('is, told before the run is read, what runNotice gives the run: a wait for confirmation only while the run still waits there', () => {
+    const runs = [manual, auto, { autoApply: false, planOnly: true }, { autoApply: true, planOnly: true }];
+    const mismatches: unknown[] = [];
+    for (const from of [null, ...RUN_STATUSES])
+      for (const to of RUN_STATUSES)
+        for (const run of runs)
+          for (const current of [to, to === 'applied' ? 'errored' : 'applied'] as const) {
+            const change = noticeOfChange(from, to);
+            const waiting = !run.autoApply && !run.planOnly && current === to;
+            const told = change && (!change.onlyWhileAwaitingConfirmation || waiting) ? change.notice : null;
+            const notice = runNotice(from, to, run);
+            const expected = notice && (notice.occasion !== 'confirmation' || current === to) ? notice : null;
+            if (JSON.stringify(told) !== JSON.stringify(expected)) mismatches.push({ from, to, run, current, told, expected });
+          }
+    expect(mismatches).toEqual([]);
+    expect(noticeOfChange('planning', 'planned')).toEqual({
+      notice: { trigger: 'run:needs_attention', occasion: 'confirmation' },
+      onlyWhileAwaitingConfirmation: true,
+    });
+    expect(noticeOfChange('applying', 'applied')).toEqual({
+      notice: { trigger: 'run:completed', occasion: '' },
+      onlyWhileAwaitingConfirmation: false,
+    });
   });
 });
 

@@ -121,10 +121,21 @@ export function runNotice(from: RunStatus | null, to: RunStatus, run: NotifiedRu
   return null;
 }
 
-/** Whether a notice still holds when the worker tells it: one of waiting for a confirmation only while the run still waits. */
-export function noticeStillHolds(notice: RunNotice, notifiedStatus: RunStatus, currentStatus: RunStatus): boolean {
-  if (notice.trigger === 'run:needs_attention' && notice.occasion === 'confirmation') return currentStatus === notifiedStatus;
-  return true;
+/**
+ * The notice a change gives as the worker can tell it before reading the run: the trigger and occasion,
+ * and whether it holds only for a run waiting for its confirmation (neither auto-applied nor plan-only,
+ * and still in `to`: a run only passes through `planned` on its way to post-plan tasks), which the
+ * statement that records its deliveries checks against the run. Null: no notice, whatever the run.
+ */
+export function noticeOfChange(
+  from: RunStatus | null,
+  to: RunStatus,
+): { notice: RunNotice; onlyWhileAwaitingConfirmation: boolean } | null {
+  // Only a wait for confirmation depends on the run; any other notice is the same for every run.
+  const always = runNotice(from, to, { autoApply: true, planOnly: true });
+  if (always) return { notice: always, onlyWhileAwaitingConfirmation: false };
+  const awaiting = runNotice(from, to, { autoApply: false, planOnly: false });
+  return awaiting ? { notice: awaiting, onlyWhileAwaitingConfirmation: true } : null;
 }
 
 const STATUS_WORDS: Partial<Record<RunStatus, string>> = {

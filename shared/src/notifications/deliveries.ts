@@ -4,10 +4,10 @@ import { newId } from '../domain/ids.ts';
 import { BatchWriter } from '../engine/batch-writer.ts';
 import {
   DELIVERY_RESPONSES_KEPT,
+  MAX_NOTIFICATION_CONFIGURATIONS,
   mergeDeliveryResponses,
   noticeMessage,
-  noticeStillHolds,
-  runNotice,
+  noticeOfChange,
   type NoticeTask,
 } from '../domain/notifications.ts';
 import type { NotificationDestinationType } from '../domain/notifications.ts';
@@ -29,18 +29,6 @@ import { sendNotification, type NotificationSenders, type SendOutcome } from './
 /** How long an attempt holds its delivery: longer than any attempt lasts; a crashed one is re-driven after it. */
 export const NOTIFICATION_LEASE_SECONDS = 60;
 
-/** A configuration as the notice's read brings it: what deciding and sending need. */
-interface ConfigurationFacts {
-  id: string;
-  triggers: string[];
-  name: string;
-  destination_type: NotificationDestinationType;
-  url: string | null;
-  token_encrypted: string | null;
-  email_addresses: string[];
-  email_user_ids: string[];
-}
-
 /** What a notice's payload says of its run, its workspace and its organization. */
 interface RunPayloadColumns {
   run_message: string;
@@ -51,16 +39,6 @@ interface RunPayloadColumns {
   workspace_name: string;
   organization_id: string;
   organization_name: string;
-}
-
-interface RunRow extends RunPayloadColumns {
-  id: string;
-  status: RunStatus;
-  auto_apply: boolean;
-  plan_only: boolean;
-  status_timestamps: Record<string, string>;
-  /** Its workspace's enabled configurations, with the triggers each wants and what sending to it needs. */
-  configurations: ConfigurationFacts[];
 }
 
 /*
@@ -74,42 +52,46 @@ const TASKS_OF_RUN = prepared(
      from task_results tr join task_stages ts on ts.id = tr.task_stage_id
     where ts.run_id = $1 order by tr.stage, tr.task_name`,
 );
+/** The most configurations a workspace has (MAX_NOTIFICATION_CONFIGURATIONS): ids drawn for a notice's deliveries. */
+const DELIVERY_IDS = MAX_NOTIFICATION_CONFIGURATIONS;
+
 /**
- * The run, its workspace and organization, and the workspace's enabled configurations in one read (a
- * workspace has at most twenty): which of them want the notice is decided here, once the notice is
- * known, and what sending needs comes with them, so the deliveries it records are sent without
- * another read (RECORD_NOTICE records them claimed).
- */
-const RUN_OF_NOTICE = prepared(
-  'notification-run',
-  `select r.id, r.status, r.auto_apply, r.plan_only, r.status_timestamps, r.message as run_message, r.created_at as run_created_at,
-          r.created_by, r.confirmed_by, w.id as workspace_id, w.name as workspace_name, o.id as organization_id, o.name as organization_name,
-          coalesce((select jsonb_agg(jsonb_build_object('id', c.id, 'triggers', c.triggers, 'name', c.name, 'destination_type', c.destination_type,
-                                                        'url', c.url, 'token_encrypted', c.token_encrypted, 'email_addresses', c.email_addresses,
-                                                        'email_user_ids', c.email_user_ids) order by c.created_at, c.id)
-                      from notification_configurations c where c.workspace_id = r.workspace_id and c.enabled), '[]'::jsonb) as configurations
-     from runs r join workspaces w on w.id = r.workspace_id join organizations o on o.id = w.organization_id
-    where r.id = $1`,
-);
-/**
- * A row per configuration (the unique key makes a repeated event a no-op), recorded already claimed by
- * this pass (its first attempt counted and leased, as CLAIM does: a crash before it is sent is re-driven
- * after the lease), so that the usual notice writes each delivery twice (recorded, settled) rather than
- * three times; then the notice's deliveries a crashed earlier pass left pending and due (the table's
- * read does not see the CTE's rows), for CLAIM.
+ * A notice in one statement: its run (with its workspace and organization, and, for a wait for
+ * confirmation, only while the run still waits: $9), the workspace's enabled configurations subscribed to
+ * its trigger (at most twenty, by index), and a delivery row for each (the unique key makes a repeated
+ * event a no-op), recorded already claimed by this pass (its first attempt counted and leased, as CLAIM
+ * does: a crash before it is sent is re-driven after the lease), returned with what sending needs; then
+ * the notice's deliveries a crashed earlier pass left pending and due (the table's read does not see the
+ * CTE's rows), for CLAIM. $1 ids to draw from, $2 run, $3 trigger, $4 occasion, $5 message, $6 status,
+ * $7 its key in the run's status timestamps, $8 lease (s).
  */
 const RECORD_NOTICE = prepared(
   'notification-record-notice',
-  `with recorded as (
+  `with run as (
+     select r.id, r.message as run_message, r.created_at as run_created_at, r.created_by, r.confirmed_by,
+            w.id as workspace_id, w.name as workspace_name, o.id as organization_id, o.name as organization_name,
+            coalesce((r.status_timestamps ->> $7::text)::timestamptz, now()) as run_updated_at
+       from runs r join workspaces w on w.id = r.workspace_id join organizations o on o.id = w.organization_id
+      where r.id = $2 and (not $9::boolean or (not r.auto_apply and not r.plan_only and r.status = $6::text))),
+   subscribed as (
+     select c.id, c.name, c.destination_type, c.url, c.token_encrypted, c.email_addresses, c.email_user_ids,
+            row_number() over (order by c.created_at, c.id) as n
+       from notification_configurations c join run on c.workspace_id = run.workspace_id
+      where c.enabled and c.triggers @> jsonb_build_array($3::text)),
+   recorded as (
      insert into notification_deliveries (id, configuration_id, run_id, trigger, occasion, message, run_status, run_updated_at, status, attempts, due_at, created_at)
-     select d.id, d.configuration_id, $3, $4, $5, $6, $7, coalesce($8::timestamptz, now()), 'pending', 1, now() + make_interval(secs => $9), now()
-       from unnest($1::text[], $2::text[]) as d(id, configuration_id)
+     select ($1::text[])[c.n], c.id, run.id, $3, $4, $5, $6, run.run_updated_at, 'pending', 1, now() + make_interval(secs => $8), now()
+       from subscribed c cross join run
      on conflict (configuration_id, run_id, trigger, occasion) do nothing
      returning id, configuration_id, run_updated_at)
-   select id, configuration_id, run_updated_at, true as claimed from recorded
+   select d.id, true as claimed, d.run_updated_at, c.id as configuration_id, c.name, c.destination_type, c.url, c.token_encrypted,
+          c.email_addresses, c.email_user_ids, run.run_message, run.run_created_at, run.created_by, run.confirmed_by,
+          run.workspace_id, run.workspace_name, run.organization_id, run.organization_name
+     from recorded d join subscribed c on c.id = d.configuration_id cross join run
    union all
-   select id, configuration_id, run_updated_at, false from notification_deliveries
-    where run_id = $3 and trigger = $4 and occasion = $5 and status = 'pending' and due_at <= now()`,
+   select d.id, false, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null
+     from notification_deliveries d
+    where d.run_id = $2 and d.trigger = $3 and d.occasion = $4 and d.status = 'pending' and d.due_at <= now() and exists (select 1 from run)`,
 );
 
 /** The run's task results, as the notice's words and the Slack/Teams/email summaries name them. */
@@ -128,69 +110,51 @@ export interface NoticeDeliveries {
   due: string[];
 }
 
+/** A row of RECORD_NOTICE: a delivery it recorded claimed, with what sending needs, or (not claimed) an earlier one still due. */
+type RecordedRow = { id: string; claimed: true } & RunPayloadColumns & {
+    run_updated_at: Date;
+    configuration_id: string;
+    name: string;
+    destination_type: NotificationDestinationType;
+    url: string | null;
+    token_encrypted: string | null;
+    email_addresses: string[];
+    email_user_ids: string[];
+  };
+
 /**
  * Decides what a run's change from `from` to `status` tells, and records one delivery per enabled
- * configuration of its workspace subscribed to that trigger, claimed for the caller to attempt at once.
- * Also returns the ids of that notice's deliveries a crashed earlier pass left pending and due.
+ * configuration of its workspace subscribed to that trigger, claimed for the caller to attempt at once
+ * (one statement; two where the message names the run's tasks). Also returns the ids of that notice's
+ * deliveries a crashed earlier pass left pending and due.
  */
 export async function decideNotifications(pool: Pool, runId: string, status: RunStatus, from: RunStatus | null): Promise<NoticeDeliveries> {
-  const none: NoticeDeliveries = { claimed: [], due: [] };
-  const [run] = await runPrepared<RunRow>(pool, RUN_OF_NOTICE, [runId]);
-  if (!run) return none;
-  const notice = runNotice(from, status, { autoApply: run.auto_apply, planOnly: run.plan_only });
-  if (!notice || !noticeStillHolds(notice, status, run.status)) return none;
-  const configurations = run.configurations.filter((configuration) => configuration.triggers.includes(notice.trigger));
-  if (configurations.length === 0) return none;
+  const change = noticeOfChange(from, status);
+  if (!change) return { claimed: [], due: [] };
+  const { notice } = change;
   // Only these triggers' messages name the run's tasks: the others need no read of them.
   const explained = notice.trigger === 'run:needs_attention' || notice.trigger === 'run:errored';
   const message = noticeMessage(notice, status, explained ? await tasksOf(pool, runId) : []);
-  const updatedAt = run.status_timestamps[statusTimestampKey(status)] ?? null;
-  const ids = configurations.map(() => newId('notificationDelivery'));
-  const rows = await runPrepared<{ id: string; configuration_id: string; run_updated_at: Date; claimed: boolean }>(pool, RECORD_NOTICE, [
-    ids,
-    configurations.map((configuration) => configuration.id),
+  const rows = await runPrepared<RecordedRow | { id: string; claimed: false }>(pool, RECORD_NOTICE, [
+    Array.from({ length: DELIVERY_IDS }, () => newId('notificationDelivery')),
     runId,
     notice.trigger,
     notice.occasion,
     message,
     status,
-    updatedAt,
+    statusTimestampKey(status),
     NOTIFICATION_LEASE_SECONDS,
+    change.onlyWhileAwaitingConfirmation,
   ]);
-  const byId = new Map(configurations.map((configuration) => [configuration.id, configuration]));
   const claimed: DeliveryRow[] = [];
   const due: string[] = [];
   for (const row of rows) {
-    const configuration = byId.get(row.configuration_id);
-    if (!row.claimed || !configuration) {
+    if (!row.claimed) {
       due.push(row.id);
       continue;
     }
-    claimed.push({
-      id: row.id,
-      attempts: 1,
-      trigger: notice.trigger,
-      message,
-      run_status: status,
-      run_updated_at: row.run_updated_at,
-      run_id: runId,
-      configuration_id: configuration.id,
-      name: configuration.name,
-      destination_type: configuration.destination_type,
-      url: configuration.url,
-      token_encrypted: configuration.token_encrypted,
-      enabled: true,
-      email_addresses: configuration.email_addresses,
-      email_user_ids: configuration.email_user_ids,
-      run_message: run.run_message,
-      run_created_at: run.run_created_at,
-      created_by: run.created_by,
-      confirmed_by: run.confirmed_by,
-      workspace_id: run.workspace_id,
-      workspace_name: run.workspace_name,
-      organization_id: run.organization_id,
-      organization_name: run.organization_name,
-    });
+    const { claimed: _claimed, ...columns } = row;
+    claimed.push({ ...columns, attempts: 1, trigger: notice.trigger, message, run_status: status, run_id: runId, enabled: true });
   }
   return { claimed, due };
 }

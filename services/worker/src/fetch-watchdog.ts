@@ -106,7 +106,9 @@ export class WatchedWorker<T> {
     this.current = this.options.create(this.counted);
     this.lastStartAt = Date.now();
     this.waitingSince = undefined;
-    // Its commands fail as it is closed and its connections dropped, on purpose: no outage of Redis.
+    // Its commands fail as it is closed and its connections dropped, on purpose: no outage of Redis. A
+    // connection BullMQ made that was not marked with it can still report one: a probe decides.
+    this.options.availability.expectResets();
     old.retire();
     old.worker.removeAllListeners('error');
     old.worker.on('error', (error) => this.options.logger.debug({ err: error }, 'an error of a replaced worker'));

@@ -133,6 +133,21 @@ describe('RedisAvailability: an outage is two warnings', () => {
     availability.stop();
   });
 
+  it('while connections are dropped on purpose, a report is an outage only when a probe confirms it', async () => {
+    let up = true;
+    const { availability, warnings, probes } = watch({ probeOk: () => up });
+    availability.expectResets();
+    availability.report(new Error('Connection is closed.'), 'worker error');
+    expect(probes.count).toBe(1);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect([availability.lost, warnings()]).toEqual([false, []]);
+    up = false;
+    availability.report(new Error('Connection is closed.'), 'worker error');
+    await eventually(async () => (availability.lost ? true : undefined), 2_000, 5);
+    expect(warnings()).toEqual([REDIS_LOST_MESSAGE]);
+    availability.stop();
+  });
+
   it('warns of an error that does not mean Redis is away, each time, without an outage', () => {
     const { availability, warnings } = watch({ probeOk: () => true });
     availability.report(new Error('WRONGPASS invalid username-password pair'), 'redis connection error');

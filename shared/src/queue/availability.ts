@@ -102,6 +102,15 @@ export class RedisAvailability {
     this.schedule();
   }
 
+  /**
+   * Connections are being dropped on purpose while Redis serves (a replaced worker's, whose commands in
+   * flight fail with "Connection is closed"): for the settling time, as after an outage, a report of
+   * Redis away is an outage only if a probe fails too.
+   */
+  expectResets(): void {
+    if (this.lostAt === undefined) this.backAt = Date.now();
+  }
+
   /** Settling after an outage: Redis is away again only if a probe says so too (DEFAULT_SETTLING_MS). */
   private confirm(error: unknown): void {
     if (this.confirming) return;

@@ -77,8 +77,8 @@ const CREATE_RUN = prepared(
   event as (
     insert into outbox_events (topic, aggregate_id, payload, created_at, publish_attempts)
     select $24::text, $25::text, jsonb_strip_nulls(jsonb_build_object('runId', $26::text, 'stageId', $27::text)), now(), 0),
-  stages as (${insertStagesSql(30)}),
-  results as (${insertResultsSql(35)}),
+  stages as (${insertStagesSql(30, 'fresh')}),
+  results as (${insertResultsSql(35, 'fresh')}),
   created as (insert into run_events (id, run_id, action, actor_id, created_at) select $50, $1, 'created', $17, now())
   select created_at, status_timestamps from run`,
 );

@@ -131,12 +131,20 @@ const placeholders =
     `$${first + index}`;
 
 /**
+ * How planned rows are inserted: `idempotent` where another may have planned the run first (the
+ * worker's repair: ON CONFLICT DO NOTHING makes the second a no-op), `fresh` in the statement that
+ * creates the run itself, where no row can exist yet. A fresh insert skips the speculative insertion an
+ * ON CONFLICT clause makes of every row (its confirmation record in the WAL, its extra index probe).
+ */
+export type InsertMode = 'idempotent' | 'fresh';
+
+/**
  * Inserts planned stages, its parameters numbered from `first`: the run, then arrays of ids, stages and open-result counts, then the stage
  * started at creation or null (one statement whatever their number, and the same text, so it can be
  * prepared). open_results starts at the stage's number of results (all open); the task_results trigger
  * counts it down as they end. A started stage has its `running-at` and its version moved once, as the advance moves them.
  */
-export const insertStagesSql = (first: number): string => {
+export const insertStagesSql = (first: number, mode: InsertMode = 'idempotent'): string => {
   const $ = placeholders(first);
   return `insert into task_stages (id, run_id, stage, status, status_timestamps, open_results, version, created_at, updated_at)
   select s.id, ${$(0)}, s.stage, case when s.started then 'running' else 'pending' end,
@@ -144,7 +152,7 @@ export const insertStagesSql = (first: number): string => {
          case when s.started then 2 else 1 end, now(), now()
     from (select u.*, u.stage = start.stage as started
             from unnest(${$(1)}::text[], ${$(2)}::text[], ${$(3)}::int[]) as u(id, stage, open_results), (select ${$(4)}::text as stage) start) s
-  on conflict (run_id, stage) do nothing returning id, stage`;
+  ${mode === 'idempotent' ? 'on conflict (run_id, stage) do nothing ' : ''}returning id, stage`;
 };
 
 export const insertStagesParams = (runId: string, stages: PlannedRows['stages'], start?: CreationStart): unknown[] => [
@@ -167,7 +175,7 @@ export const insertStagesParams = (runId: string, stages: PlannedRows['stages'],
  * attempt now, and started running as it was created (its running-at is its created_at: the statement's
  * now() can be milliseconds older when it waited).
  */
-export const insertResultsSql = (first: number): string => {
+export const insertResultsSql = (first: number, mode: InsertMode = 'idempotent'): string => {
   const $ = placeholders(first);
   return `insert into task_results (id, task_stage_id, task_id, workspace_task_id, task_name, task_url, hmac_key_encrypted,
                            enforcement_level, stage, is_speculative, status, status_timestamps, attempts, outcomes_count,
@@ -185,7 +193,7 @@ export const insertResultsSql = (first: number): string => {
                  with ordinality as u(id, stage_id, task_id, workspace_task_id, name, url, hmac_key_encrypted, enforcement_level, stage,
                                       token_hash, token_encrypted, position),
                  (select ${$(12)}::text as stage, ${$(13)}::double precision as progress_seconds, ${$(14)}::double precision as max_seconds) start) r
-  on conflict do nothing`;
+  ${mode === 'idempotent' ? 'on conflict do nothing' : ''}`;
 };
 
 export function insertResultsParams(

@@ -27,12 +27,13 @@ export const UNRECORDED_ATTEMPT = 'unrecorded';
 
 /**
  * A CTE that writes the row of each attempt the CTE `claimed` (returning `id` and `attempts`) just
- * claimed, before its POST: started now, its answer not recorded yet.
+ * claimed, before its POST: started now, its answer not recorded yet. No ON CONFLICT: the claim counted
+ * that attempt under the result's row lock, so no row can hold it yet (and a plain insert writes no
+ * speculative-insertion record).
  */
 export const recordClaimedAttempts = (claimed: string): string => `${claimed}_attempts as (
      insert into delivery_attempts ${ATTEMPT_COLUMNS}
-     select ${claimed}.id, ${claimed}.attempts, now(), 0, null, '${UNRECORDED_ATTEMPT}', null from ${claimed}
-     on conflict (task_result_id, attempt) do nothing)`;
+     select ${claimed}.id, ${claimed}.attempts, now(), 0, null, '${UNRECORDED_ATTEMPT}', null from ${claimed})`;
 
 /** An attempt's answer over the row its claim wrote (only that one: a duplicate never overwrites an answer). */
 const FILL_IN_ATTEMPT = `on conflict (task_result_id, attempt) do update
@@ -90,14 +91,27 @@ export const CLAIM_STARTED_AT_CREATION = prepared(
 
 /**
  * Attempts' rows and their acknowledgements, any number in one statement (one round trip, one commit):
- * $1 … $7 arrays of the attempts' columns. Results are locked in id order, as everywhere.
+ * $1 … $7 arrays of the attempts' columns. Each answer fills in the row its claim wrote, by a plain
+ * update (an upsert would lock that row and then update it: a record more in the WAL for each); an
+ * attempt without such a row (claimed by a version that wrote none) is inserted, as RECORD_ATTEMPT does.
+ * Results are locked in id order, as everywhere.
  */
 export const ACKNOWLEDGE = prepared(
   'dispatch-acknowledge-many',
-  `with attempt as (
-     insert into delivery_attempts ${ATTEMPT_COLUMNS}
+  `with given as (
      select * from unnest($1::text[], $2::int[], $3::timestamptz[], $4::int[], $5::int[], $6::text[], $7::text[])
-     ${FILL_IN_ATTEMPT}),
+       as g ${ATTEMPT_COLUMNS}),
+   filled as (
+     update delivery_attempts da
+        set started_at = g.started_at, duration_ms = g.duration_ms, http_status = g.http_status, error_kind = g.error_kind,
+            response_excerpt = g.response_excerpt
+       from given g
+      where da.task_result_id = g.task_result_id and da.attempt = g.attempt and da.error_kind = '${UNRECORDED_ATTEMPT}'
+     returning da.task_result_id, da.attempt),
+   attempt as (
+     insert into delivery_attempts ${ATTEMPT_COLUMNS}
+     select g.* from given g where not exists (select 1 from filled f where f.task_result_id = g.task_result_id and f.attempt = g.attempt)
+     on conflict (task_result_id, attempt) do nothing),
    locked as (select id from task_results where id = any($1::text[]) and status = 'running' order by id for update)
    update task_results tr set acknowledged_at = now(), next_attempt_at = null, updated_at = now() from locked where tr.id = locked.id`,
 );

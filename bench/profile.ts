@@ -3,7 +3,8 @@
  * one worker) with the API, worker and task server under --cpu-prof and with every SQL statement
  * counted, then writes bench/results/profile-pipeline-latest.md: statements per run by shape and process,
  * and self time by package and function, and PostgreSQL's side: CPU by client and, when the server has
- * pg_stat_statements loaded, time, planning and WAL by statement shape. Not part of `npm run bench`
+ * pg_stat_statements loaded, time, planning and WAL by statement shape, and, where pg_walinspect can read
+ * the WAL back (PostgreSQL 15 and later), the WAL by table and record kind. Not part of `npm run bench`
  * (profiling slows the processes).
  * `-- --rate=N`: an open loop at N runs/s instead of the burst (profile-open-latest.md);
  * `-- --reads=tasks|stages|result [--concurrency=N]`: one read endpoint under load.
@@ -25,6 +26,7 @@ import {
   statementTable,
 } from './lib/pg-statements.ts';
 import { round } from './lib/stats.ts';
+import { currentLsn, readWalRecords, walRecordsAvailable, walTables } from './lib/wal-records.ts';
 
 const options = parseOptions();
 const reads = process.argv.find((arg) => arg.startsWith('--reads='))?.slice(8);
@@ -84,9 +86,12 @@ await freshDatabase();
 const stack = await Stack.start({ workers: 1, profile: true });
 const lines: string[] = [];
 let serverStats = false;
+let walRecords = false;
 let backendsBefore: BackendTicks = new Map();
+let walFrom = '0/0';
 const beginServerSection = async (): Promise<void> => {
   if (serverStats) await resetStatementStats(stack.db);
+  if (walRecords) walFrom = await currentLsn(stack.db);
   backendsBefore = await backendTicks(stack.db);
 };
 const serverSection = async (units: number, unit: string): Promise<string[]> => [
@@ -103,9 +108,17 @@ const serverSection = async (units: number, unit: string): Promise<string[]> => 
         '(No server-side table: PostgreSQL was not started with pg_stat_statements in shared_preload_libraries, or this user may not use it. Load it and restart the server to get one.)',
         '',
       ]),
+  ...(walRecords
+    ? [
+        '## PostgreSQL: WAL by table and record kind (pg_walinspect)',
+        '',
+        ...walTables(await readWalRecords(stack.db, walFrom, await currentLsn(stack.db)), units, unit),
+      ]
+    : ['(No WAL table: pg_walinspect needs PostgreSQL 15 or later and a superuser, or a role with pg_read_server_files.)', '']),
 ];
 try {
   serverStats = await statementStatsAvailable(stack.db);
+  walRecords = await walRecordsAvailable(stack.db);
   const org = await seedPipelineOrg(stack, `prof-${Date.now().toString(36)}`, tasks, 1);
   if (reads) {
     // One read endpoint under load instead of the pipeline: tasks | stages | result.

@@ -16,6 +16,7 @@ if (process.env['TEST_REDIS_URL']) process.env['BENCH_REDIS_URL'] = process.env[
 const { burstSample } = await import('../bench/lib/pipeline.ts');
 const { leanOrg, seedPipelineOrg } = await import('../bench/lib/seed.ts');
 const { freshDatabase, Stack } = await import('../bench/lib/stack.ts');
+const { currentLsn, readWalRecords, walRecordsAvailable, walTables } = await import('../bench/lib/wal-records.ts');
 
 const RUNS = 10;
 const TASKS = 2;
@@ -70,6 +71,32 @@ describe('the benchmark harness', () => {
     },
     120_000,
   );
+
+  it("attributes a burst's WAL to the tables its runs wrote, their indexes apart, and by record kind", async () => {
+    const stack = await Stack.start({ workers: 1 });
+    try {
+      const org = await seedPipelineOrg(stack, 'harness-wal', TASKS, 1);
+      expect(await walRecordsAvailable(stack.db)).toBe(true);
+      const from = await currentLsn(stack.db);
+      await burstSample(stack, org, RUNS);
+      const wal = await readWalRecords(stack.db, from, await currentLsn(stack.db));
+      const shares = (table: string, part: 'heap' | 'index', kind = '') =>
+        wal.shares.filter((share) => share.table === table && share.part === part && share.kind.startsWith(kind));
+      const records = (table: string, part: 'heap' | 'index', kind = '') =>
+        shares(table, part, kind).reduce((sum, share) => sum + share.records, 0);
+      // Every result inserted once (a heap insert each, INIT or not), and one entry in each of its two indexes.
+      expect(records('task_results', 'heap', 'Heap/INSERT')).toBe(RUNS * 2 * TASKS);
+      expect(records('task_results', 'index', 'Btree/INSERT_LEAF')).toBeGreaterThanOrEqual(RUNS * 2 * TASKS * 2);
+      expect(records('runs', 'heap', 'Heap/INSERT')).toBe(RUNS);
+      // An index's records count as its table's, never as a table of their own.
+      expect(wal.shares.some((share) => share.table.endsWith('_pkey'))).toBe(false);
+      const report = walTables(wal, RUNS, 'run').join('\n');
+      expect(report).toMatch(/^\| task_results \| \d+ \| \d+ \|/m);
+      expect(report).toMatch(/^\| runs \| index \| Btree\/INSERT_LEAF \|/m);
+    } finally {
+      await stack.stop();
+    }
+  }, 120_000);
 
   it('measures the service and the lean reference in turn with both up at once, each sample on its own stack', async () => {
     // As H1 interleaves them (runPipelineBesideLean): the idle stack's runs, task server and

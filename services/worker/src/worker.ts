@@ -34,6 +34,7 @@ import type { JobContext, JobData } from './jobs/context.ts';
 import { PROCESSORS } from './jobs/processors.ts';
 import { WatchedWorker } from './fetch-watchdog.ts';
 import { OutboxRelay } from './outbox-relay.ts';
+import { RunLoad } from './run-load.ts';
 
 export interface WorkerDeps {
   config: Config;
@@ -202,11 +203,13 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     },
   };
 
+  // Notification jobs give way to the runs' while this process's run engine is busy (run-load.ts).
+  const runLoad = new RunLoad(deps.config.workerConcurrency);
   // Each queue's BullMQ worker, replaced should its fetch loop stop (fetch-watchdog.ts).
-  const watched = (name: string, jobQueue: Queue<JobData>, concurrency: number) =>
+  const watched = (name: string, jobQueue: Queue<JobData>, concurrency: number, processor: (job: Job<JobData>) => Promise<unknown>) =>
     new WatchedWorker<JobData>({
       queue: jobQueue,
-      processor: processJob(context, metrics),
+      processor,
       concurrency,
       availability: redis.availability,
       logger: deps.logger,
@@ -225,10 +228,15 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
         return { worker, retire: () => redis.retire(client), release: () => client.disconnect() };
       },
     });
-  const worker = watched(QUEUES.runs, queue, deps.config.workerConcurrency);
+  const worker = watched(QUEUES.runs, queue, deps.config.workerConcurrency, runLoad.counting(processJob(context, metrics)));
   // Notifications on a queue of their own, at their own modest concurrency: a slow or unreachable
   // destination holds at most these slots, never the run engine's (docs/notifications.md, "Delivery").
-  const notificationWorker = watched(QUEUES.notifications, notificationQueue, deps.config.notificationConcurrency);
+  const notificationWorker = watched(
+    QUEUES.notifications,
+    notificationQueue,
+    deps.config.notificationConcurrency,
+    runLoad.behind(processJob(context, metrics)),
+  );
   watch(deps, redis, queue, queueClient);
   notificationQueue.on('error', (error) => redis.availability.report(error, 'queue error'));
   const relay = new OutboxRelay({

@@ -1,0 +1,103 @@
+import { afterEach, describe, expect, it, jest } from '@jest/globals';
+import { RunLoad } from './run-load.ts';
+
+/** A run job that holds its slot until released. */
+function heldJob(): { promise: Promise<string>; release: () => void } {
+  let release = (): void => undefined;
+  const promise = new Promise<string>((resolve) => {
+    release = () => resolve('run done');
+  });
+  return { promise, release };
+}
+
+/** Lets every settled promise's continuation run. */
+const settle = async (): Promise<void> => {
+  for (let index = 0; index < 10; index += 1) await Promise.resolve();
+};
+
+describe('RunLoad: notifications give way to a busy run engine', () => {
+  afterEach(() => {
+    jest.useRealTimers();
+  });
+
+  it('counts run jobs in progress and is busy from half its concurrency on', async () => {
+    const load = new RunLoad(4);
+    const run = load.counting((job: { promise: Promise<string> }) => job.promise);
+    const [first, second] = [heldJob(), heldJob()];
+    const running = [run(first), run(second)];
+    expect([load.inProgress, load.busy]).toEqual([2, true]);
+    first.release();
+    await running[0];
+    expect([load.inProgress, load.busy]).toEqual([1, false]);
+    second.release();
+    await expect(running[1]).resolves.toBe('run done');
+    expect(load.inProgress).toBe(0);
+  });
+
+  it('starts a notification at once while the run engine has room', async () => {
+    const load = new RunLoad(16);
+    const notify = load.behind(async (id: string) => `sent ${id}`);
+    await expect(notify('n1')).resolves.toBe('sent n1');
+  });
+
+  it('holds a notification while the run engine is busy and starts it as soon as a run job ends', async () => {
+    const load = new RunLoad(2);
+    const run = load.counting((job: { promise: Promise<string> }) => job.promise);
+    const held = heldJob();
+    const running = run(held);
+    const started: string[] = [];
+    const notifying = load.behind(async (id: string) => {
+      started.push(id);
+      return id;
+    })('n1');
+    await settle();
+    expect(started).toEqual([]);
+    held.release();
+    await running;
+    await expect(notifying).resolves.toBe('n1');
+    expect(started).toEqual(['n1']);
+  });
+
+  it('keeps holding a notification until a quarter of the run slots or less is in progress, not at the first dip', async () => {
+    const load = new RunLoad(8);
+    const run = load.counting((job: { promise: Promise<string> }) => job.promise);
+    const held = [heldJob(), heldJob(), heldJob(), heldJob()];
+    const running = held.map((job) => run(job));
+    expect(load.busy).toBe(true);
+    const started: string[] = [];
+    const notifying = load.behind(async (id: string) => {
+      started.push(id);
+      return id;
+    })('n1');
+    held[0]?.release();
+    await running[0];
+    await settle();
+    // Three of eight in progress: not busy any more (a new notification would start), but this one waits on.
+    expect([load.busy, started]).toEqual([false, []]);
+    held[1]?.release();
+    await running[1];
+    await expect(notifying).resolves.toBe('n1');
+    held.slice(2).forEach((job) => job.release());
+    await Promise.all(running);
+  });
+
+  it('never holds a notification longer than its bound, however busy the run engine stays', async () => {
+    jest.useFakeTimers();
+    const load = new RunLoad(1);
+    const run = load.counting((job: { promise: Promise<string> }) => job.promise);
+    const held = heldJob();
+    void run(held);
+    const started: string[] = [];
+    const notifying = load.behind(async (id: string) => {
+      started.push(id);
+      return id;
+    }, 5_000)('n1');
+    jest.advanceTimersByTime(4_999);
+    await settle();
+    expect(started).toEqual([]);
+    jest.advanceTimersByTime(1);
+    await expect(notifying).resolves.toBe('n1');
+    expect(load.busy).toBe(true);
+    held.release();
+  });
+});

@@ -74,7 +74,8 @@ describe('plans of the statements on one task result', () => {
   });
 
   const statements: [string, PreparedStatement][] = [
-    ['a callback', CALLBACK],
+    ['a callback', CALLBACK.withOutcomes],
+    ['a callback without outcomes', CALLBACK.plain],
     ['a delivery claim', CLAIM],
     ['acknowledgements', ACKNOWLEDGE],
   ];

@@ -18,18 +18,25 @@ import { resultTransition } from './transitions.ts';
  * key can find the row: a generic plan could otherwise pick the token's unique index, whose pages are
  * not the ones every statement on results keeps warm (test/plans.int.test.ts). No hash is empty.
  * clock_timestamp() keeps the outcomes' order (the list is read ordered by it).
+ *
+ * Two statements: with outcomes, and (`plain`) without, $1 … $10 only. Most callbacks carry none, and
+ * a statement that may insert them sets up that insert at every execution whether it inserts or not
+ * (opening the outcomes' table and its indexes, the unnest, the foreign key): the plain one is the
+ * update alone.
  */
-export function prepareCallback(returning: string): PreparedStatement {
-  return prepared(
-    'callback',
-    `with updated as (
-     update task_results tr set ${resultTransition({ status: '$3::text', keys: [`$3::text || '-at'`], alias: 'tr' })},
+export function prepareCallback(returning: string): { withOutcomes: PreparedStatement; plain: PreparedStatement } {
+  const update = `update task_results tr set ${resultTransition({ status: '$3::text', keys: [`$3::text || '-at'`], alias: 'tr' })},
           message = coalesce($4::text, tr.message), url = coalesce($5::text, tr.url),
           ${callbackProgressDeadline('$3::text', '$6')},
           outcomes_count = tr.outcomes_count + $7::int, outcomes_bytes = tr.outcomes_bytes + $8::int
     where tr.id = $1 and coalesce(tr.callback_token_hash, '') = $2 and tr.status in ('pending', 'running') and ${WITHIN_DEADLINES}
       and tr.outcomes_count + $7::int <= $9::int and tr.outcomes_bytes + $8::int <= $10::int
-   returning ${returning}),
+   returning ${returning}`;
+  return {
+    withOutcomes: prepared(
+      'callback',
+      `with updated as (
+     ${update}),
    added as (
      insert into task_result_outcomes (id, task_result_id, outcome_id, description, body, url, tags, created_at)
      select o.id, $1, o.outcome_id, o.description, o.body, o.url, o.tags::jsonb, clock_timestamp()
@@ -38,7 +45,9 @@ export function prepareCallback(returning: string): PreparedStatement {
       where exists (select 1 from updated)
       order by o.position)
    select * from updated`,
-  );
+    ),
+    plain: prepared('callback-plain', update),
+  };
 }
 
 /** Deadlocks are resolved by PostgreSQL aborting one side; the callback's statement is safe to repeat. */

@@ -63,7 +63,7 @@ type OutcomeInput = z.output<typeof outcome>;
 
 const flatten = (item: OutcomeInput): z.output<typeof outcomeAttributes> => ('attributes' in item ? item.attributes : item);
 
-/** The engine's callback statement (prepareCallback), returning the result's columns as the API serializes them. */
+/** The engine's callback statements (prepareCallback: with outcomes, and plain), returning the result's columns as the API serializes them. */
 export const CALLBACK = prepareCallback(columnList(TASK_RESULT_COLUMNS, 'tr'));
 
 const OUTCOME_AMOUNT = prepared(
@@ -136,10 +136,12 @@ async function callback(ctx: ApiContext): Promise<void> {
     adding.bodyBytes,
     OUTCOME_LIMITS.perResult,
     OUTCOME_LIMITS.bodyBytesPerResult,
-    ...outcomeColumns(outcomes),
   ];
   const pool = await poolOf(ctx);
-  const updated = await recordCallback<TaskResultRow>(pool, CALLBACK, values);
+  const updated =
+    outcomes.length === 0
+      ? await recordCallback<TaskResultRow>(pool, CALLBACK.plain, values)
+      : await recordCallback<TaskResultRow>(pool, CALLBACK.withOutcomes, [...values, ...outcomeColumns(outcomes)]);
   // Refused: final, past a deadline, or not this token's (401), else over a cap — as the database has the row now.
   if (!updated)
     throw (

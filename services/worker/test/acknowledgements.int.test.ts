@@ -38,7 +38,15 @@ describe('acknowledgements of delivered task requests', () => {
     await h?.close();
   });
 
-  async function runningResults(): Promise<string[]> {
+  /** Straight on the pool: MikroORM's execute inlines an array parameter as a list. */
+  const sql = async <T extends object>(text: string, values: unknown[]): Promise<T[]> =>
+    (await (await nativePool(h.orm.em)).query<T & Record<string, unknown>>(text, values)).rows;
+
+  /**
+   * Results running with their first attempt claimed. `claimRows`: with the row each claim writes
+   * (`unrecorded`, before its POST), as every claim does; without, as claims of earlier versions left them.
+   */
+  async function runningResults(claimRows = true): Promise<string[]> {
     const f = await seedOrganization(h, `acks-${newId('run').slice(-6)}`);
     const db = h.orm.em.fork().getConnection();
     const [org] = await db.execute<{ id: string }[]>(`select id from organizations where name = ?`, [f.organization]);
@@ -63,13 +71,15 @@ describe('acknowledgements of delivered task requests', () => {
       [runId],
     );
     expect(rows).toHaveLength(TASKS);
+    if (claimRows)
+      await sql(
+        `insert into delivery_attempts (task_result_id, attempt, started_at, duration_ms, error_kind) select id, 1, now(), 0, 'unrecorded' from unnest($1::text[]) id`,
+        [rows.map((row) => row.id)],
+      );
     return rows.map((row) => row.id);
   }
 
   const attempt = (resultId: string): unknown[] => [resultId, 1, new Date(), 12, 200, null, 'ok'];
-  /** Straight on the pool: MikroORM's execute inlines an array parameter as a list. */
-  const sql = async <T extends object>(text: string, values: unknown[]): Promise<T[]> =>
-    (await (await nativePool(h.orm.em)).query<T & Record<string, unknown>>(text, values)).rows;
 
   it('writes the first at once and those that arrived meanwhile together, each recorded once', async () => {
     const ids = await runningResults();
@@ -84,6 +94,12 @@ describe('acknowledgements of delivered task requests', () => {
     );
     expect(rows).toHaveLength(TASKS);
     expect(rows.every((row) => row.acknowledged && row.attempts === 1)).toBe(true);
+    // Each claim's row filled in with its answer, not a second row beside it.
+    const answered = await sql<{ count: number }>(
+      `select count(*)::int as count from delivery_attempts where task_result_id = any($1) and http_status = 200 and error_kind is null`,
+      [ids],
+    );
+    expect(answered[0]?.count).toBe(TASKS);
     // Written again (a re-driven attempt that was acknowledged twice): nothing more.
     await acknowledgements.write(attempt(ids[0] ?? ''));
     const [again] = await h.orm.em
@@ -94,7 +110,8 @@ describe('acknowledgements of delivered task requests', () => {
   });
 
   it('a row refused for what it holds fails only its own caller: the rest of its statement is written', async () => {
-    const ids = await runningResults();
+    // Attempts without their claim's row: each answer is inserted (the refused ones fail there too).
+    const ids = await runningResults(false);
     const acknowledgements = new Acknowledgements(await nativePool(h.orm.em));
     const [first, second, third, fourth] = ids as [string, string, string, string];
     const results = await Promise.allSettled([

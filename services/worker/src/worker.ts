@@ -34,7 +34,7 @@ import type { JobContext, JobData } from './jobs/context.ts';
 import { PROCESSORS } from './jobs/processors.ts';
 import { WatchedWorker } from './fetch-watchdog.ts';
 import { OutboxRelay } from './outbox-relay.ts';
-import { RunLoad } from './run-load.ts';
+import { RunLoad, sampledLoopUtilization } from './run-load.ts';
 
 export interface WorkerDeps {
   config: Config;
@@ -204,7 +204,8 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
   };
 
   // Notification jobs give way to the runs' while this process's run engine is busy (run-load.ts).
-  const runLoad = new RunLoad(deps.config.workerConcurrency);
+  const loop = sampledLoopUtilization();
+  const runLoad = new RunLoad(deps.config.workerConcurrency, loop.utilization);
   // Each queue's BullMQ worker, replaced should its fetch loop stop (fetch-watchdog.ts).
   const watched = (name: string, jobQueue: Queue<JobData>, concurrency: number, processor: (job: Job<JobData>) => Promise<unknown>) =>
     new WatchedWorker<JobData>({
@@ -259,6 +260,7 @@ export async function startWorker(deps: WorkerDeps): Promise<RunningWorker> {
     metrics,
     workers: { runs: worker, notifications: notificationWorker },
     async close() {
+      loop.stop();
       await relay.stop();
       // A graceful close waits for the active jobs and for BullMQ's blocking connection to end. A
       // connection between two reconnection attempts never ends (ioredis emits no 'end' then), so it

@@ -18,6 +18,19 @@ const settle = async (): Promise<void> => {
   for (let index = 0; index < 10; index += 1) await Promise.resolve();
 };
 
+/** The run engine's processor over held jobs, counted by `load`. */
+const runner = (load: RunLoad) => load.counting((job: { promise: Promise<string> }) => job.promise);
+
+/** A notification sent behind `load`: which ones have started, and its promise. */
+function notifyBehind(load: RunLoad, maxWaitMs?: number): { started: string[]; notifying: Promise<string> } {
+  const started: string[] = [];
+  const notifying = load.behind(async (id: string) => {
+    started.push(id);
+    return id;
+  }, maxWaitMs)('n1');
+  return { started, notifying };
+}
+
 describe('RunLoad: notifications give way to a busy run engine', () => {
   afterEach(() => {
     jest.useRealTimers();
@@ -25,7 +38,7 @@ describe('RunLoad: notifications give way to a busy run engine', () => {
 
   it('counts run jobs in progress and is busy from half its concurrency on', async () => {
     const load = new RunLoad(4, cpuBound);
-    const run = load.counting((job: { promise: Promise<string> }) => job.promise);
+    const run = runner(load);
     const [first, second] = [heldJob(), heldJob()];
     const running = [run(first), run(second)];
     expect([load.inProgress, load.busy]).toEqual([2, true]);
@@ -45,14 +58,10 @@ describe('RunLoad: notifications give way to a busy run engine', () => {
 
   it('holds a notification while the run engine is busy and starts it as soon as a run job ends', async () => {
     const load = new RunLoad(2, cpuBound);
-    const run = load.counting((job: { promise: Promise<string> }) => job.promise);
+    const run = runner(load);
     const held = heldJob();
     const running = run(held);
-    const started: string[] = [];
-    const notifying = load.behind(async (id: string) => {
-      started.push(id);
-      return id;
-    })('n1');
+    const { started, notifying } = notifyBehind(load);
     await settle();
     expect(started).toEqual([]);
     held.release();
@@ -63,15 +72,11 @@ describe('RunLoad: notifications give way to a busy run engine', () => {
 
   it('keeps holding a notification until a quarter of the run slots or less is in progress, not at the first dip', async () => {
     const load = new RunLoad(8, cpuBound);
-    const run = load.counting((job: { promise: Promise<string> }) => job.promise);
+    const run = runner(load);
     const held = [heldJob(), heldJob(), heldJob(), heldJob()];
     const running = held.map((job) => run(job));
     expect(load.busy).toBe(true);
-    const started: string[] = [];
-    const notifying = load.behind(async (id: string) => {
-      started.push(id);
-      return id;
-    })('n1');
+    const { started, notifying } = notifyBehind(load);
     held[0]?.release();
     await running[0];
     await settle();
@@ -86,7 +91,7 @@ describe('RunLoad: notifications give way to a busy run engine', () => {
 
   it('starts a notification at once while run jobs fill their slots but the event loop is idle (slow task servers)', async () => {
     const load = new RunLoad(2, () => 0.1);
-    const run = load.counting((job: { promise: Promise<string> }) => job.promise);
+    const run = runner(load);
     const held = [heldJob(), heldJob()];
     const running = held.map((job) => run(job));
     expect([load.inProgress, load.busy]).toEqual([2, false]);
@@ -99,14 +104,10 @@ describe('RunLoad: notifications give way to a busy run engine', () => {
     jest.useFakeTimers();
     let utilization = 1;
     const load = new RunLoad(1, () => utilization);
-    const run = load.counting((job: { promise: Promise<string> }) => job.promise);
+    const run = runner(load);
     const held = heldJob();
     void run(held);
-    const started: string[] = [];
-    const notifying = load.behind(async (id: string) => {
-      started.push(id);
-      return id;
-    })('n1');
+    const { started, notifying } = notifyBehind(load);
     jest.advanceTimersByTime(1_000);
     await settle();
     expect(started).toEqual([]);
@@ -120,14 +121,10 @@ describe('RunLoad: notifications give way to a busy run engine', () => {
   it('never holds a notification longer than its bound, however busy the run engine stays', async () => {
     jest.useFakeTimers();
     const load = new RunLoad(1, cpuBound);
-    const run = load.counting((job: { promise: Promise<string> }) => job.promise);
+    const run = runner(load);
     const held = heldJob();
     void run(held);
-    const started: string[] = [];
-    const notifying = load.behind(async (id: string) => {
-      started.push(id);
-      return id;
-    }, 5_000)('n1');
+    const { started, notifying } = notifyBehind(load, 5_000);
     jest.advanceTimersByTime(4_999);
     await settle();
     expect(started).toEqual([]);

@@ -81,6 +81,10 @@ describe('crash tests: a delivered request keeps its attempt record when its wor
       expect(listed.body.data.map((attempt: { attributes: Record<string, unknown> }) => attempt.attributes)).toMatchObject([
         { attempt: 1, 'http-status': null, 'error-kind': 'unrecorded' },
       ]);
+      // Named by its key: its result and its ordinal there.
+      expect(listed.body.data.map((attempt: { id: string; type: string }) => [attempt.type, attempt.id])).toEqual([
+        ['delivery-attempts', `${result?.id}.1`],
+      ]);
 
       const redis = redisClient(h.config.redisUrl);
       const report = await invariants(h.orm, redis, h.config.queuePrefix, []);

@@ -85,9 +85,12 @@ export function serializeOutcome(outcome: TaskResultOutcome): Resource {
   };
 }
 
+/** An attempt's id: its result's and its ordinal there (its key). */
+export const deliveryAttemptId = (resultId: string, attempt: number): string => `${resultId}.${attempt}`;
+
 export function serializeDeliveryAttempt(attempt: DeliveryAttempt): Resource {
   return {
-    id: String(attempt.id),
+    id: deliveryAttemptId(attempt.taskResult.id, attempt.attempt),
     type: 'delivery-attempts',
     attributes: {
       attempt: attempt.attempt,

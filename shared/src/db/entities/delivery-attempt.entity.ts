@@ -1,15 +1,17 @@
 import { defineEntity, p } from '@mikro-orm/core';
 import { TaskResult } from './task-result.entity.ts';
 
-/** One row per outbound POST to a task server: what was tried, when, and what came back. */
+/**
+ * One row per outbound POST to a task server: what was tried, when, and what came back. Keyed by its
+ * result and its ordinal there, the key every statement finds it by: a surrogate key was one index
+ * (and a sequence) more for each POST to write, and named nothing a reader asks for.
+ */
 const DeliveryAttemptSchema = defineEntity({
   name: 'DeliveryAttempt',
   tableName: 'delivery_attempts',
-  uniques: [{ name: 'delivery_attempts_result_attempt_unique', properties: ['taskResult', 'attempt'] }],
   properties: {
-    id: p.bigint('number').primary().autoincrement(),
-    taskResult: () => p.manyToOne(TaskResult).deleteRule('cascade'),
-    attempt: p.integer(),
+    taskResult: () => p.manyToOne(TaskResult).primary().deleteRule('cascade'),
+    attempt: p.integer().primary(),
     startedAt: p.datetime(),
     durationMs: p.integer(),
     httpStatus: p.integer().nullable(),

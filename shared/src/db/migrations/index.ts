@@ -43,6 +43,7 @@ import { Migration20261130500001StoredTaskTokenNotify } from './Migration2026113
 import { Migration20261130500002RunsNullableIndexes } from './Migration20261130500002RunsNullableIndexes.ts';
 import { Migration20261201200000DeliveryResponsesApart } from './Migration20261201200000DeliveryResponsesApart.ts';
 import { Migration20261202000000RunEventCommentIndex } from './Migration20261202000000RunEventCommentIndex.ts';
+import { Migration20261203000000DeliveryAttemptKey } from './Migration20261203000000DeliveryAttemptKey.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
 export const MIGRATIONS: MigrationObject[] = [
@@ -90,4 +91,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261130500002RunsNullableIndexes', class: Migration20261130500002RunsNullableIndexes },
   { name: 'Migration20261201200000DeliveryResponsesApart', class: Migration20261201200000DeliveryResponsesApart },
   { name: 'Migration20261202000000RunEventCommentIndex', class: Migration20261202000000RunEventCommentIndex },
+  { name: 'Migration20261203000000DeliveryAttemptKey', class: Migration20261203000000DeliveryAttemptKey },
 ];

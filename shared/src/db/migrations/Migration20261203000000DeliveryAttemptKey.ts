@@ -16,6 +16,8 @@ export class Migration20261203000000DeliveryAttemptKey extends Migration {
   override down(): void {
     this.addSql(`alter table "delivery_attempts" drop constraint "delivery_attempts_pkey";`);
     this.addSql(`alter table "delivery_attempts" add column "id" bigserial primary key;`);
-    this.addSql(`alter table "delivery_attempts" add constraint "delivery_attempts_result_attempt_unique" unique ("task_result_id", "attempt");`);
+    this.addSql(
+      `alter table "delivery_attempts" add constraint "delivery_attempts_result_attempt_unique" unique ("task_result_id", "attempt");`,
+    );
   }
 }

@@ -85,12 +85,10 @@ export function serializeOutcome(outcome: TaskResultOutcome): Resource {
   };
 }
 
-/** An attempt's id: its result's and its ordinal there (its key). */
-export const deliveryAttemptId = (resultId: string, attempt: number): string => `${resultId}.${attempt}`;
-
 export function serializeDeliveryAttempt(attempt: DeliveryAttempt): Resource {
   return {
-    id: deliveryAttemptId(attempt.taskResult.id, attempt.attempt),
+    // Its key: its result's id and its ordinal there.
+    id: `${attempt.taskResult.id}.${attempt.attempt}`,
     type: 'delivery-attempts',
     attributes: {
       attempt: attempt.attempt,

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
 import { dropDatabase, PREFIX, withAdminClient } from './support/databases.ts';
 
 /**
@@ -17,6 +18,7 @@ const { burstSample } = await import('../bench/lib/pipeline.ts');
 const { leanOrg, seedPipelineOrg } = await import('../bench/lib/seed.ts');
 const { freshDatabase, Stack } = await import('../bench/lib/stack.ts');
 const { currentLsn, readWalRecords, walRecordsAvailable, walTables } = await import('../bench/lib/wal-records.ts');
+const { DATABASE_URL } = await import('../bench/lib/env.ts');
 
 const RUNS = 10;
 const TASKS = 2;
@@ -97,6 +99,26 @@ describe('the benchmark harness', () => {
       await stack.stop();
     }
   }, 120_000);
+
+  it('reads back WAL written but not yet flushed, as asynchronous commits leave it', async () => {
+    const db = new pg.Client({ connectionString: DATABASE_URL });
+    await db.connect();
+    try {
+      expect(await walRecordsAvailable(db)).toBe(true);
+      await db.query('create table wal_unflushed (n int)');
+      const from = await currentLsn(db);
+      await db.query('set synchronous_commit = off');
+      await db.query('insert into wal_unflushed select generate_series(1, 1000)');
+      // Read at once: the position the server has written to is ahead of what it has flushed.
+      const wal = await readWalRecords(db, from, await currentLsn(db));
+      const inserts = wal.shares
+        .filter((share) => share.table === 'wal_unflushed' && share.kind.startsWith('Heap'))
+        .reduce((sum, share) => sum + share.records, 0);
+      expect(inserts).toBeGreaterThan(0);
+    } finally {
+      await db.end();
+    }
+  });
 
   it('measures the service and the lean reference in turn with both up at once, each sample on its own stack', async () => {
     // As H1 interleaves them (runPipelineBesideLean): the idle stack's runs, task server and

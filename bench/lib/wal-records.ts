@@ -41,8 +41,28 @@ export interface WalRecords {
   unattributedBytes: number;
 }
 
+/**
+ * pg_walinspect reads only WAL the server has flushed, and `pg_current_wal_lsn()` can be ahead of that
+ * (written, not yet fsynced: other sessions' asynchronous commits, the WAL writer's pace). A transaction
+ * that wrote a record and commits synchronously flushes the WAL up to its commit, past any position read
+ * before it began. A transactional message is such a record, and names no table; taking an id alone is
+ * not (PostgreSQL commits a transaction that wrote nothing asynchronously).
+ */
+async function flushWalPast(db: pg.Client): Promise<void> {
+  await db.query('begin');
+  try {
+    await db.query('set local synchronous_commit = on');
+    await db.query(`select pg_logical_emit_message(true, 'runtasks-bench', '')`);
+    await db.query('commit');
+  } catch (error) {
+    await db.query('rollback');
+    throw error;
+  }
+}
+
 /** The WAL written from `from` to `to`, by table, part and record kind. */
 export async function readWalRecords(db: pg.Client, from: string, to: string): Promise<WalRecords> {
+  await flushWalPast(db);
   const { rows } = await db.query<{
     tbl: string | null;
     part: 'heap' | 'index';

@@ -241,10 +241,17 @@ describe("the sweeper's queries", () => {
   // 3,000 finished runs beside the one in flight, each with a finished stage of two finished results, as
   // a long-lived installation has them.
   const connection = inRolledBackTransaction('plans-sweeper', async (client, runId) => {
+    // Every column but those PostgreSQL generates, which an insert may not name.
+    const { rows: written } = await client.query<{ name: string }>(
+      `select quote_ident(column_name) as name from information_schema.columns
+        where table_schema = current_schema() and table_name = 'runs' and is_generated = 'NEVER' order by ordinal_position`,
+    );
+    const columns = written.map((column) => column.name);
     await client.query(
-      `insert into runs
-       select (jsonb_populate_record(null::runs, to_jsonb(r) || jsonb_build_object('id', 'run-done-' || n, 'plan_id', 'plan-done-' || n, 'apply_id', 'apply-done-' || n, 'status', 'applied'))).*
-         from runs r cross join generate_series(1, 3000) n where r.id = $1`,
+      `insert into runs (${columns.join(', ')})
+       select ${columns.map((column) => `done.${column}`).join(', ')} from runs r cross join generate_series(1, 3000) n,
+         jsonb_populate_record(null::runs, to_jsonb(r) || jsonb_build_object('id', 'run-done-' || n, 'plan_id', 'plan-done-' || n, 'apply_id', 'apply-done-' || n, 'status', 'applied')) done
+        where r.id = $1`,
       [runId],
     );
     await client.query(
@@ -268,7 +275,7 @@ describe("the sweeper's queries", () => {
       .map((line) => line['QUERY PLAN'])
       .join('\n');
 
-  // The idle runs' page: 30 s of grace, after a cursor (its updated_at twice, its id), 500 at a time.
+  // The idle runs' page: 30 s of grace, after a cursor (its created_at twice, its id), 500 at a time.
   const cursorAt = `'2026-01-01 00:00:00.123456+00'`;
   it.each([
     ['idle runs', IDLE_RUNS_SQL, ['30', cursorAt, cursorAt, `'run-x'`, '500']],
@@ -294,7 +301,7 @@ describe("the sweeper's queries", () => {
 
   it("start a page of idle runs at its cursor in the unfinished runs' index, not at the oldest run", async () => {
     const plan = await planOf(IDLE_RUNS_SQL, ['30', cursorAt, cursorAt, `'run-x'`, '500']);
-    expect(plan).toMatch(/Index Cond: .*updated_at >= /);
+    expect(plan).toMatch(/Index Cond: .*created_at >= /);
   });
 });
 
@@ -303,6 +310,40 @@ describe("the sweeper's queries", () => {
  * table that keeps every published event for seven days: its generic plan must read only the
  * unpublished ones, through their partial index.
  */
+describe("a run's status changes", () => {
+  let runId = '';
+  const connection = inRolledBackTransaction('plans-run-hot', async (client, id) => {
+    runId = id;
+    await client.query(`update runs set queue_state = 'holding', status = 'pre_plan_running' where id = $1`, [runId]);
+  });
+  /** The updates of runs in this transaction so far, and how many of them were HOT (no index entry written). */
+  const updates = async (): Promise<{ all: number; hot: number }> => {
+    const { rows } = await connection().query<{ all: string; hot: string }>(
+      `select n_tup_upd as all, n_tup_hot_upd as hot from pg_stat_xact_user_tables where relname = 'runs'`,
+    );
+    return { all: Number(rows[0]?.all), hot: Number(rows[0]?.hot) };
+  };
+  const changeStatus = (status: string) =>
+    connection().query(
+      `update runs set status = $2::text, updated_at = now(), version = version + 1,
+              status_timestamps = status_timestamps || jsonb_build_object($2::text || '-at', now()::text) where id = $1`,
+      [runId, status],
+    );
+
+  it('write no index entry while the run is in flight (HOT updates), and one in each index when it ends', async () => {
+    const before = await updates();
+    for (const status of ['planning', 'post_plan_running', 'planned']) await changeStatus(status);
+    const inFlight = await updates();
+    expect(inFlight.all - before.all).toBe(3);
+    expect(inFlight.hot - before.hot).toBe(3);
+    // Its end changes what the sweeper's and the queue's indexes hold.
+    await changeStatus('errored');
+    const ended = await updates();
+    expect(ended.all - inFlight.all).toBe(1);
+    expect(ended.hot - inFlight.hot).toBe(0);
+  });
+});
+
 describe("the outbox relay's claim", () => {
   const connection = inRolledBackTransaction('plans-outbox', async (client) => {
     await client.query(

@@ -149,10 +149,12 @@ describe('schema', () => {
       );
     await h.orm.migrator.down({ to: 'Migration20261124180000ResultStageTaskUnique' });
     const before = await storage();
-    await h.orm.migrator.up();
+    await h.orm.migrator.up({ to: 'Migration20261125000000StatusDomains' });
     // A domain created with its check would have made PostgreSQL write each table and its indexes anew.
     expect(await storage()).toEqual(before);
     expect(Object.keys(before)).toHaveLength(4);
+    // Later migrations may rewrite a table for reasons of their own (the runs' generated columns).
+    await h.orm.migrator.up();
   });
 
   it('refuses a status, stage or enforcement level outside its domain, on insert and on update, and changes nothing', async () => {

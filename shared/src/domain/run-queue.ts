@@ -15,7 +15,8 @@ export type QueueState = (typeof QUEUE_STATES)[number];
  * Statuses in which an admitted run no longer holds its workspace: the final ones, and the post-apply
  * stage (its tasks never block, and the apply is done, so the next run need not wait for them).
  * `planned` and every `*_awaiting_decision` status keep holding, as in HCP, until the run is applied,
- * discarded or canceled. Word for word the predicate of the `runs_workspace_holder_idx` unique index.
+ * discarded or canceled. The runs' generated column `holds_workspace`, the unique index's predicate, is
+ * computed from this set (run.entity.ts).
  */
 export const RELEASED_RUN_STATUSES: ReadonlySet<RunStatus> = new Set<RunStatus>([...FINAL_RUN_STATUSES, 'post_apply_running']);
 

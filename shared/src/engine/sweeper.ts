@@ -6,9 +6,9 @@ import type { LocalTimeouts } from '../domain/executions.ts';
 import { runsThatMayMove } from './run-read.ts';
 import { admitStalledQueues } from './workspace-queue.ts';
 
-/** Where a look at idle runs goes on from: after this run (its `updated_at` as PostgreSQL's text, to the microsecond). */
+/** Where a look at idle runs goes on from: after this run (its `created_at` as PostgreSQL's text, to the microsecond). */
 export interface IdleRunCursor {
-  updatedAt: string;
+  createdAt: string;
   id: string;
 }
 
@@ -70,7 +70,7 @@ async function idleRunsThatMayMove(
   let cursor = options.idleCursor;
   const pool = await nativePool(em);
   for (let page = 0; page < (options.idlePages ?? IDLE_PAGES_PER_PASS); page += 1) {
-    const from = cursor?.updatedAt ?? '-infinity';
+    const from = cursor?.createdAt ?? '-infinity';
     const { rows } = await pool.query<{ id: string; cursor_at: string }>(IDLE_RUNS_SQL, [
       graceSeconds,
       from,
@@ -83,7 +83,7 @@ async function idleRunsThatMayMove(
     const last = rows.at(-1);
     // A short page was the last one: the next pass starts again from the oldest.
     if (!last || rows.length < pageSize) return { runIds, cursor: undefined };
-    cursor = { updatedAt: last.cursor_at, id: last.id };
+    cursor = { createdAt: last.cursor_at, id: last.id };
   }
   return { runIds, cursor };
 }

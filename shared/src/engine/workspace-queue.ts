@@ -30,12 +30,10 @@ import { recordRunEvent } from './run-events.ts';
  * commit; a crash in between is repaired by the sweeper's `admitStalledQueues`.
  */
 
-const RELEASED_LIST = [...RELEASED_RUN_STATUSES].map((status) => `'${status}'`).join(', ');
-
-/** SQL: the run aliased `alias` holds its workspace (the unique index's predicate). */
-export const holdingSql = (alias: string): string => `${alias}.queue_state = 'holding' and ${alias}.status not in (${RELEASED_LIST})`;
-/** SQL: the run aliased `alias` waits in its workspace's queue. */
-export const waitingSql = (alias: string): string => `${alias}.queue_state = 'queued' and ${alias}.status = 'pending'`;
+/** SQL: the run aliased `alias` holds its workspace (the unique index's predicate, a column PostgreSQL keeps: run.entity.ts). */
+export const holdingSql = (alias: string): string => `${alias}.holds_workspace`;
+/** SQL: the run aliased `alias` waits in its workspace's queue (the queued runs' index's predicate, likewise). */
+export const waitingSql = (alias: string): string => `${alias}.waits_in_queue`;
 
 /**
  * SQL: whether a new run on the workspace row aliased `w` has to wait: a person locked it, a run holds

@@ -1,11 +1,25 @@
 import { defineEntity, p } from '@mikro-orm/core';
 import type { RunOptions } from '../../domain/run-options.ts';
-import type { QueueState } from '../../domain/run-queue.ts';
-import type { ExecutionMode, RunStatus } from '../../domain/statuses.ts';
+import { RELEASED_RUN_STATUSES, type QueueState } from '../../domain/run-queue.ts';
+import { FINAL_RUN_STATUSES, type ExecutionMode, type RunStatus } from '../../domain/statuses.ts';
 import { RUN_NOTIFY_STATUS_WHEN, RUN_NOTIFY_TRIGGER_BODY } from '../../engine/notification-trigger.ts';
 import { Organization } from './organization.entity.ts';
 import { Workspace } from './workspace.entity.ts';
 import { StoredObject } from './stored-object.entity.ts';
+
+// `<> all (array[…])` is how PostgreSQL stores `not in (…)`, and how the ORM's schema comparison reads it back.
+const notAnyOf = (statuses: ReadonlySet<RunStatus>): string => `<> all (array[${[...statuses].map((status) => `'${status}'`).join(', ')}])`;
+
+/*
+ * Where a run stands for the sweeper and the queue, as stored generated columns. Their indexes are partial
+ * on these columns rather than on `status`: PostgreSQL makes an update HOT (no new index entries) only
+ * where no indexed column changes, a predicate's included, and a generated column's value stays the same
+ * through every status change but the one that crosses its line. So a run's status changes in flight
+ * write no index entries; only its admission and its end do (Migration20261204000000RunsHotStatus).
+ */
+const UNFINISHED_SQL = `"status" ${notAnyOf(FINAL_RUN_STATUSES)}`;
+const HOLDS_WORKSPACE_SQL = `"queue_state" = 'holding' and "status" ${notAnyOf(RELEASED_RUN_STATUSES)}`;
+const WAITS_IN_QUEUE_SQL = `"queue_state" = 'queued' and "status" = 'pending'`;
 
 const RunSchema = defineEntity({
   name: 'Run',
@@ -38,15 +52,16 @@ const RunSchema = defineEntity({
       name: 'runs_plan_object_idx',
       expression: `create index "runs_plan_object_idx" on "runs" ("plan_object_key") where "plan_object_key" is not null`,
     },
-    // The sweeper's (shared/src/engine/sweeper.ts, IDLE_RUNS_SQL): its predicate is that query's.
+    // The sweeper's (shared/src/engine/runs.sql.ts): the unfinished runs in creation order. Not by
+    // `updated_at`, which every status change moves.
     {
       name: 'runs_unfinished_idx',
-      expression: `create index "runs_unfinished_idx" on "runs" ("updated_at") where "status" not in ('applied', 'post_apply_completed', 'planned_and_finished', 'discarded', 'errored', 'canceled')`,
+      expression: `create index "runs_unfinished_idx" on "runs" ("created_at", "id") where "unfinished"`,
     },
     // The workspace run queue (shared/src/domain/run-queue.ts): at most one holder per workspace, and the waiting runs in order.
     {
       name: 'runs_workspace_holder_idx',
-      expression: `create unique index "runs_workspace_holder_idx" on "runs" ("workspace_id") where "queue_state" = 'holding' and "status" not in ('applied', 'post_apply_running', 'post_apply_completed', 'planned_and_finished', 'discarded', 'errored', 'canceled')`,
+      expression: `create unique index "runs_workspace_holder_idx" on "runs" ("workspace_id") where "holds_workspace"`,
     },
     // A retried `POST /runs` with its Idempotency-Key finds its run (services/api/src/routes/runs.routes.ts).
     {
@@ -55,7 +70,7 @@ const RunSchema = defineEntity({
     },
     {
       name: 'runs_workspace_queued_idx',
-      expression: `create index "runs_workspace_queued_idx" on "runs" ("workspace_id", "created_at", "id") where "queue_state" = 'queued' and "status" = 'pending'`,
+      expression: `create index "runs_workspace_queued_idx" on "runs" ("workspace_id", "created_at", "id") where "waits_in_queue"`,
     },
   ],
   properties: {
@@ -98,6 +113,11 @@ const RunSchema = defineEntity({
     stagesPlanned: p.boolean().default(false),
     // `queued` while the run waits for its workspace, `holding` once admitted; null outside the queue (plan-only, or older runs).
     queueState: p.text().$type<QueueState>().nullable(),
+    // Written by PostgreSQL alone, from the two above (the comment on UNFINISHED_SQL says why).
+    unfinished: p.boolean().generated(`(${UNFINISHED_SQL}) stored`),
+    // Null where the run is outside the queue (`queue_state` null), which no predicate takes for true.
+    holdsWorkspace: p.boolean().nullable().generated(`(${HOLDS_WORKSPACE_SQL}) stored`),
+    waitsInQueue: p.boolean().nullable().generated(`(${WAITS_IN_QUEUE_SQL}) stored`),
     // Who created the run and who confirmed (applied) it: the acting principal's user id (api's auth/actor.ts).
     createdBy: p.text().nullable(),
     confirmedBy: p.text().nullable(),

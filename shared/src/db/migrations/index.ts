@@ -44,6 +44,7 @@ import { Migration20261130500002RunsNullableIndexes } from './Migration202611305
 import { Migration20261201200000DeliveryResponsesApart } from './Migration20261201200000DeliveryResponsesApart.ts';
 import { Migration20261202000000RunEventCommentIndex } from './Migration20261202000000RunEventCommentIndex.ts';
 import { Migration20261203000000DeliveryAttemptKey } from './Migration20261203000000DeliveryAttemptKey.ts';
+import { Migration20261204000000RunsHotStatus } from './Migration20261204000000RunsHotStatus.ts';
 
 /** Every migration, in order. A new migration file must be added here too (a test checks the folder). */
 export const MIGRATIONS: MigrationObject[] = [
@@ -92,4 +93,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: 'Migration20261201200000DeliveryResponsesApart', class: Migration20261201200000DeliveryResponsesApart },
   { name: 'Migration20261202000000RunEventCommentIndex', class: Migration20261202000000RunEventCommentIndex },
   { name: 'Migration20261203000000DeliveryAttemptKey', class: Migration20261203000000DeliveryAttemptKey },
+  { name: 'Migration20261204000000RunsHotStatus', class: Migration20261204000000RunsHotStatus },
 ];

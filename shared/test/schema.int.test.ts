@@ -1,7 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { readdirSync } from 'node:fs';
 import { newId } from '../src/domain/ids.ts';
-import { ENFORCEMENT_LEVELS, RUN_STAGES, RUN_STATUSES, TASK_RESULT_STATUSES, TASK_STAGE_STATUSES } from '../src/domain/statuses.ts';
+import { holdsWorkspace, QUEUE_STATES, waitsInQueue } from '../src/domain/run-queue.ts';
+import {
+  ENFORCEMENT_LEVELS,
+  FINAL_RUN_STATUSES,
+  RUN_STAGES,
+  RUN_STATUSES,
+  TASK_RESULT_STATUSES,
+  TASK_STAGE_STATUSES,
+} from '../src/domain/statuses.ts';
 import { MIGRATIONS } from '../src/db/migrations/index.ts';
 import { createRun, seedOrganization } from '../../test/support/fixtures.ts';
 import { startHarness, type Harness } from '../../test/support/harness.ts';
@@ -155,6 +163,26 @@ describe('schema', () => {
     expect(Object.keys(before)).toHaveLength(4);
     // Later migrations may rewrite a table for reasons of their own (the runs' generated columns).
     await h.orm.migrator.up();
+  });
+
+  it("keeps the runs' generated columns as the queue's and the sweeper's rules have them, for every status and queue state", async () => {
+    const f = await seedOrganization(h, 'schema-run-standing');
+    const runId = await createRun(h, f.organizationToken, f.workspaceId);
+    const db = h.orm.em.fork().getConnection();
+    const seen: string[] = [];
+    const expected: string[] = [];
+    for (const queueState of [...QUEUE_STATES, null])
+      for (const status of RUN_STATUSES) {
+        const [row] = await db.execute<{ unfinished: boolean; holds_workspace: boolean | null; waits_in_queue: boolean | null }[]>(
+          `update runs set status = ?, queue_state = ? where id = ? returning unfinished, holds_workspace, waits_in_queue`,
+          [status, queueState, runId],
+        );
+        // Null (outside the queue) is as good as false to an index's predicate.
+        seen.push(`${queueState} ${status}: ${row?.unfinished} ${row?.holds_workspace === true} ${row?.waits_in_queue === true}`);
+        const run = { status, queueState };
+        expected.push(`${queueState} ${status}: ${!FINAL_RUN_STATUSES.has(status)} ${holdsWorkspace(run)} ${waitsInQueue(run)}`);
+      }
+    expect(seen).toEqual(expected);
   });
 
   it('refuses a status, stage or enforcement level outside its domain, on insert and on update, and changes nothing', async () => {

@@ -113,7 +113,7 @@ const RunSchema = defineEntity({
     stagesPlanned: p.boolean().default(false),
     // `queued` while the run waits for its workspace, `holding` once admitted; null outside the queue (plan-only, or older runs).
     queueState: p.text().$type<QueueState>().nullable(),
-    // Written by PostgreSQL alone, from the two above (the comment on UNFINISHED_SQL says why).
+    // Written by PostgreSQL alone, from `status` and `queueState` (the comment on UNFINISHED_SQL says why).
     unfinished: p.boolean().generated(`(${UNFINISHED_SQL}) stored`),
     // Null where the run is outside the queue (`queue_state` null), which no predicate takes for true.
     holdsWorkspace: p.boolean().nullable().generated(`(${HOLDS_WORKSPACE_SQL}) stored`),

@@ -74,6 +74,61 @@ describe('the benchmark harness', () => {
     120_000,
   );
 
+  it('completes a burst through the guarded lean reference, writing what each of its guarantees needs', async () => {
+    const stack = await Stack.start({ workers: 1, lean: { tasks: TASKS, guarded: true } });
+    try {
+      const { sample } = await burstSample(stack, leanOrg(), RUNS);
+      expect({
+        completed: sample.completed,
+        taskRequests: sample.taskRequests,
+        callbacksOk: sample.callbacksOk,
+        badSignatures: sample.badSignatures,
+      }).toEqual({
+        completed: RUNS,
+        taskRequests: RUNS * 2 * TASKS,
+        callbacksOk: RUNS * 2 * TASKS,
+        badSignatures: 0,
+      });
+      const client = new pg.Client({ connectionString: DATABASE_URL });
+      await client.connect();
+      try {
+        const { rows } = await client.query<Record<string, string>>(
+          // A result is acknowledged only while running, as the service's are: a verdict can beat its acknowledgement.
+          `select (select count(*) from lean_guarded.results where status = 'passed' and attempts = 1 and hard_deadline is not null) as leased,
+                  (select count(*) from lean_guarded.attempts where attempt = 1 and http_status = 200 and error_kind is null) as attempts,
+                  (select count(*) from lean_guarded.stages where status = 'passed' and open_results = 0) as stages,
+                  (select count(*) from lean_guarded.outbox where published_at is not null) as published,
+                  (select count(*) from lean_guarded.outbox where published_at is null) as unpublished,
+                  (select count(*) from lean_guarded.run_events where action = 'created') as events`,
+        );
+        expect(rows[0]).toEqual({
+          leased: String(RUNS * 2 * TASKS),
+          attempts: String(RUNS * 2 * TASKS),
+          stages: String(RUNS * 2),
+          // Each run's start, and each stage's end (published by the verdict that closed it).
+          published: String(RUNS * 3),
+          unpublished: '0',
+          events: String(RUNS),
+        });
+        // A verdict needs the result's own token, and a final result takes none.
+        const [result] = (await client.query<{ id: string }>('select id from lean_guarded.results limit 1')).rows;
+        const callback = (token: string) =>
+          fetch(`${stack.baseUrl}/api/v2/task-results/${result?.id}/callback`, {
+            method: 'PATCH',
+            headers: { authorization: `Bearer ${token}`, 'content-type': 'application/vnd.api+json' },
+            body: JSON.stringify({ data: { type: 'task-results', attributes: { status: 'failed' } } }),
+          }).then((response) => response.status);
+        const { resultToken } = await import('../bench/lean/guarded-outbox.ts');
+        const { HMAC_KEY } = await import('../bench/lib/env.ts');
+        expect([await callback('not-its-token'), await callback(resultToken(HMAC_KEY, result?.id ?? ''))]).toEqual([401, 409]);
+      } finally {
+        await client.end();
+      }
+    } finally {
+      await stack.stop();
+    }
+  }, 120_000);
+
   it("attributes a burst's WAL to the tables its runs wrote, their indexes apart, and by record kind", async () => {
     const stack = await Stack.start({ workers: 1 });
     try {

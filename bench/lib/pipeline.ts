@@ -17,6 +17,8 @@ export interface PipelineConfig {
   workspaces: number;
   /** The lean reference (bench/lean) instead of the service. */
   lean?: boolean;
+  /** With `lean`: the guarded lean reference (bench/lean/guarded-*.ts), which keeps the service's guarantees. */
+  guarded?: boolean;
   /** Enabled generic notification configurations per workspace (`--notifications`); set when compared with none. */
   notifications?: number;
 }
@@ -190,6 +192,7 @@ export const FOREIGN_RETRY_PERCENT = 10;
 function sampleLabel(config: PipelineConfig): string {
   if (config.notifications !== undefined) return ` (${config.notifications} notification configurations per workspace)`;
   if (config.workspaces > 1) return ` (${config.workspaces.toLocaleString('en-US')} workspaces)`;
+  if (config.guarded) return ' (guarded lean reference)';
   return config.lean ? ' (lean reference)' : '';
 }
 
@@ -280,12 +283,16 @@ export async function runWorkspaceGrowth(
 }
 
 /** A stack for `config` (the service, or the lean reference where `config.lean`), with what its load generator drives. */
-async function startConfigured(config: PipelineConfig, options: Options, redis?: BenchRedis): Promise<{ stack: Stack; org: PipelineOrg }> {
+export async function startConfigured(
+  config: PipelineConfig,
+  options: Options,
+  redis?: BenchRedis,
+): Promise<{ stack: Stack; org: PipelineOrg }> {
   const stack = await Stack.start({
     workers: config.workers,
     profile: options.profile,
     redis,
-    ...(config.lean ? { lean: { tasks: config.tasks } } : {}),
+    ...(config.lean ? { lean: { tasks: config.tasks, guarded: config.guarded === true } } : {}),
   });
   try {
     const name = `b-${config.key}-${randomBytes(3).toString('hex')}`.toLowerCase();

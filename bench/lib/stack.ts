@@ -19,6 +19,7 @@ import {
   sleep,
 } from './env.ts';
 import { listensOn, readyMessage, spawnNode, stopAll, whileAlive, type Managed } from './procs.ts';
+import { GUARDED_DDL, GUARDED_TABLES } from '../lean/guarded-schema.ts';
 import { LEAN_DDL, LEAN_TABLES } from '../lean/schema.ts';
 import { freePort } from '../../test/support/processes.ts';
 import { PROJECT_TABLES, type RunTables } from './run-tables.ts';
@@ -94,8 +95,11 @@ export interface StackOptions {
   apis?: number;
   /** Start only the task server and the component client (bench/components.ts) instead of the service. */
   componentsOnly?: boolean;
-  /** Start the lean reference (bench/lean) with this many tasks per stage instead of the service. */
-  lean?: { tasks: number };
+  /**
+   * Start the lean reference (bench/lean) with this many tasks per stage instead of the service; `guarded`:
+   * the guarded lean reference (bench/lean/guarded-*.ts), which keeps the service's guarantees.
+   */
+  lean?: { tasks: number; guarded?: boolean };
   extraEnv?: Record<string, string>;
 }
 
@@ -135,7 +139,7 @@ export class Stack {
     this.options = options;
     this.queuePrefix = options.redis?.cluster ? `{${newQueuePrefix()}}` : newQueuePrefix();
     this.lean = options.lean !== undefined;
-    this.tables = this.lean ? LEAN_TABLES : PROJECT_TABLES;
+    this.tables = !this.lean ? PROJECT_TABLES : options.lean?.guarded ? GUARDED_TABLES : LEAN_TABLES;
   }
 
   static async start(options: StackOptions): Promise<Stack> {
@@ -189,7 +193,7 @@ export class Stack {
       this.taskServerUrl = `http://127.0.0.1:${port}/`;
     }
     if (this.options.lean) {
-      await this.bootLean(env, this.options.lean.tasks, profile);
+      await this.bootLean(env, this.options.lean, profile);
       return;
     }
     if (this.options.componentsOnly) {
@@ -241,16 +245,17 @@ export class Stack {
     await this.startLoadgen(env);
   }
 
-  /** The lean reference's API and worker(s), on the same database (schema `lean`), Redis and task server. */
-  private async bootLean(env: Record<string, string>, tasks: number, profile: boolean): Promise<void> {
-    await this.db.query(LEAN_DDL);
+  /** The lean reference's API and worker(s), on the same database (schema `lean`, or `lean_guarded`), Redis and task server. */
+  private async bootLean(env: Record<string, string>, lean: { tasks: number; guarded?: boolean }, profile: boolean): Promise<void> {
+    const { tasks, guarded = false } = lean;
+    await this.db.query(guarded ? GUARDED_DDL : LEAN_DDL);
     const common = { PATH: env['PATH'] ?? '', REDIS_URL, QUEUE_PREFIX: this.queuePrefix };
     this.api = this.add(
       spawnNode({
         name: 'api',
         role: 'api',
-        script: 'bench/lean/api.ts',
-        env: connectingAs({ ...common, DATABASE_URL, PORT: String(this.apiPort) }, 'api'),
+        script: guarded ? 'bench/lean/guarded-api.ts' : 'bench/lean/api.ts',
+        env: connectingAs({ ...common, DATABASE_URL, PORT: String(this.apiPort), ...(guarded ? { LEAN_HMAC_KEY: HMAC_KEY } : {}) }, 'api'),
         profile,
       }),
     );
@@ -261,7 +266,7 @@ export class Stack {
         spawnNode({
           name,
           role: 'worker',
-          script: 'bench/lean/worker.ts',
+          script: guarded ? 'bench/lean/guarded-worker.ts' : 'bench/lean/worker.ts',
           env: connectingAs(
             {
               ...common,

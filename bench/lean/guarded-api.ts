@@ -1,6 +1,6 @@
 /**
  * The guarded lean reference's API: the lean reference's (bench/lean/api.ts), Koa and raw `pg`, with
- * the service's guarantees kept the cheapest way we know (docs/benchmarks.md, "The guarded lean reference"):
+ * the service's guarantees kept the cheapest way we know (docs/benchmarks.md, "What the guarantees cost on their own"):
  *
  * - `POST /api/v2/runs` writes the run, its `created` event and its `run.start` outbox row in one
  *   statement, then publishes the row (guarded-outbox.ts).

@@ -3,7 +3,7 @@ import type { RunTables } from '../lib/run-tables.ts';
 /**
  * The guarded lean reference's tables (bench/lean/guarded-*.ts), in a schema of their own: the lean
  * reference's run, stages and results, with what the service's guarantees need written beside them and
- * nothing else (docs/benchmarks.md, "The guarded lean reference"):
+ * nothing else (docs/benchmarks.md, "What the guarantees cost on their own"):
  * - results keep their lease, acknowledgement and deadlines, and the task as planned (name, URL, level);
  * - stages count their open results, so the verdict that closes one knows it in its own transaction;
  * - `attempts`: a row per POST, written before it and filled in after;

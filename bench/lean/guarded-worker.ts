@@ -1,7 +1,7 @@
 /**
  * The guarded lean reference's worker: the lean reference's (bench/lean/worker.ts), BullMQ at
  * concurrency 50, raw `pg`, undici, with the service's guarantees kept the cheapest way we know
- * (docs/benchmarks.md, "The guarded lean reference"):
+ * (docs/benchmarks.md, "What the guarantees cost on their own"):
  *
  * - `run.start` inserts the run's stages and results in one transaction, the first stage's results
  *   started: running, leased (attempts 1, next_attempt_at), their deadlines set, and each attempt's

@@ -20,8 +20,13 @@ export async function walRecordsAvailable(db: pg.Client): Promise<boolean> {
   }
 }
 
+/**
+ * Where the next WAL record will go: the insert position, which every record moves, where
+ * `pg_current_wal_lsn()` (what has been written out of the WAL buffers) can stay put across an asynchronous
+ * commit, leaving an empty range that pg_walinspect refuses.
+ */
 export async function currentLsn(db: pg.Client): Promise<string> {
-  const { rows } = await db.query<{ lsn: string }>('select pg_current_wal_lsn()::text as lsn');
+  const { rows } = await db.query<{ lsn: string }>('select pg_current_wal_insert_lsn()::text as lsn');
   return rows[0]?.lsn ?? '0/0';
 }
 
@@ -42,8 +47,8 @@ export interface WalRecords {
 }
 
 /**
- * pg_walinspect reads only WAL the server has flushed, and `pg_current_wal_lsn()` can be ahead of that
- * (written, not yet fsynced: other sessions' asynchronous commits, the WAL writer's pace). A transaction
+ * pg_walinspect reads only WAL the server has flushed, and a range's end read by currentLsn is ahead of
+ * that until the records before it are flushed (asynchronous commits, the WAL writer's pace). A transaction
  * that wrote a record and commits synchronously flushes the WAL up to its commit, past any position read
  * before it began. A transactional message is such a record, and names no table; taking an id alone is
  * not (PostgreSQL commits a transaction that wrote nothing asynchronously).

@@ -16,9 +16,10 @@
 import Router from '@koa/router';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import Koa, { type Context } from 'koa';
+import Koa from 'koa';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { jsonBody, MEDIA_TYPE, type Body } from './common.ts';
 import { required } from './env.ts';
 import { publish, tokenMatches, type OutboxEvent } from './guarded-outbox.ts';
 import { GUARDED_DEADLINES } from './guarded-schema.ts';
@@ -27,16 +28,6 @@ const pool = new pg.Pool({ connectionString: required('DATABASE_URL'), max: 10 }
 const connection = new Redis(required('REDIS_URL'), { maxRetriesPerRequest: null });
 const queue = new Queue('lean', { connection, prefix: required('QUEUE_PREFIX') });
 const hmacKey = required('LEAN_HMAC_KEY');
-const MEDIA_TYPE = 'application/vnd.api+json';
-
-async function jsonBody(ctx: Context): Promise<Record<string, unknown>> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of ctx.req) chunks.push(chunk as Buffer);
-  return JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
-}
-
-type Body = { data?: { attributes?: Record<string, unknown>; relationships?: { workspace?: { data?: { id?: unknown } } } } };
-
 const router = new Router();
 
 router.get('/readyz', (ctx) => {

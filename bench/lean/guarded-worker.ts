@@ -15,9 +15,9 @@
  */
 import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import { createHmac, randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
+import { newId, postSigned, taskPayload } from './common.ts';
 import { required } from './env.ts';
 import { resultToken } from './guarded-outbox.ts';
 import { GUARDED_DEADLINES } from './guarded-schema.ts';
@@ -29,7 +29,6 @@ const taskUrl = required('LEAN_TASK_URL');
 const hmacKey = required('LEAN_HMAC_KEY');
 const apiUrl = required('LEAN_API_URL');
 const agent = new Agent({ connections: 64 });
-const newId = (prefix: string): string => `${prefix}-${randomBytes(8).toString('hex')}`;
 const { progressSeconds, hardSeconds, leaseSeconds } = GUARDED_DEADLINES;
 
 /** What a started result's payload needs, as the starting statements return it. */
@@ -40,36 +39,6 @@ interface Started {
   workspace_id: string;
   message: string;
   created_at: Date;
-}
-
-function payload(row: Started): string {
-  return JSON.stringify({
-    payload_version: 1,
-    stage: row.stage,
-    access_token: resultToken(hmacKey, row.result_id),
-    capabilities: { outcomes: true },
-    configuration_version_download_url: `${apiUrl}/api/v2/configuration-versions/cv-lean/download`,
-    configuration_version_id: 'cv-lean',
-    is_speculative: false,
-    organization_name: 'lean',
-    plan_json_api_url: row.stage === 'pre_plan' ? null : `${apiUrl}/api/v2/plans/plan-lean/json-output`,
-    run_app_url: `${apiUrl}/app/lean/workspaces/lean/runs/${row.run_id}`,
-    run_created_at: row.created_at.toISOString(),
-    run_created_by: 'bench',
-    run_id: row.run_id,
-    run_message: row.message,
-    task_result_callback_url: `${apiUrl}/api/v2/task-results/${row.result_id}/callback`,
-    task_result_enforcement_level: 'mandatory',
-    task_result_id: row.result_id,
-    vcs_branch: null,
-    vcs_commit_url: null,
-    vcs_pull_request_url: null,
-    vcs_repo_url: null,
-    workspace_app_url: `${apiUrl}/app/lean/workspaces/lean`,
-    workspace_id: row.workspace_id,
-    workspace_name: 'lean',
-    workspace_working_directory: '',
-  });
 }
 
 /** The SET list that starts a result: running, leased for its first attempt, its deadlines from now. */
@@ -85,16 +54,15 @@ const RECORD_ATTEMPTS = `attempts_written as (
 async function dispatch(started: readonly Started[]): Promise<void> {
   const answers = await Promise.all(
     started.map(async (row) => {
-      const body = payload(row);
       const begun = performance.now();
-      const response = await request(taskUrl, {
-        method: 'POST',
-        dispatcher: agent,
-        body,
-        headers: { 'content-type': 'application/json', 'x-tfc-task-signature': createHmac('sha512', hmacKey).update(body).digest('hex') },
-      });
-      await response.body.dump();
-      return { id: row.result_id, status: response.statusCode, ms: Math.round(performance.now() - begun) };
+      const run = { id: row.run_id, workspace_id: row.workspace_id, message: row.message, created_at: row.created_at };
+      const status = await postSigned(
+        agent,
+        taskUrl,
+        hmacKey,
+        taskPayload(apiUrl, run, row.stage, row.result_id, resultToken(hmacKey, row.result_id)),
+      );
+      return { id: row.result_id, status, ms: Math.round(performance.now() - begun) };
     }),
   );
   await pool.query({

@@ -14,10 +14,11 @@
  */
 import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import { createHmac, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { required } from './env.ts';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
+import { newId, postSigned, taskPayload, type PayloadRun } from './common.ts';
 import { LEAN_STAGES } from './schema.ts';
 
 const pool = new pg.Pool({ connectionString: required('DATABASE_URL'), max: 10 });
@@ -26,57 +27,14 @@ const taskUrl = required('LEAN_TASK_URL');
 const hmacKey = required('LEAN_HMAC_KEY');
 const apiUrl = required('LEAN_API_URL');
 const agent = new Agent({ connections: 64 });
-const newId = (prefix: string): string => `${prefix}-${randomBytes(8).toString('hex')}`;
 
-interface RunRow {
-  id: string;
-  workspace_id: string;
-  message: string;
-  created_at: Date;
-}
-
-function payload(run: RunRow, stage: string, resultId: string): string {
-  return JSON.stringify({
-    payload_version: 1,
-    stage,
-    access_token: randomBytes(24).toString('base64url'),
-    capabilities: { outcomes: true },
-    configuration_version_download_url: `${apiUrl}/api/v2/configuration-versions/cv-lean/download`,
-    configuration_version_id: 'cv-lean',
-    is_speculative: false,
-    organization_name: 'lean',
-    plan_json_api_url: stage === 'pre_plan' ? null : `${apiUrl}/api/v2/plans/plan-lean/json-output`,
-    run_app_url: `${apiUrl}/app/lean/workspaces/lean/runs/${run.id}`,
-    run_created_at: run.created_at.toISOString(),
-    run_created_by: 'bench',
-    run_id: run.id,
-    run_message: run.message,
-    task_result_callback_url: `${apiUrl}/api/v2/task-results/${resultId}/callback`,
-    task_result_enforcement_level: 'mandatory',
-    task_result_id: resultId,
-    vcs_branch: null,
-    vcs_commit_url: null,
-    vcs_pull_request_url: null,
-    vcs_repo_url: null,
-    workspace_app_url: `${apiUrl}/app/lean/workspaces/lean`,
-    workspace_id: run.workspace_id,
-    workspace_name: 'lean',
-    workspace_working_directory: '',
-  });
-}
+type RunRow = PayloadRun;
 
 async function dispatch(run: RunRow, stage: string, resultIds: readonly string[]): Promise<void> {
   await Promise.all(
-    resultIds.map(async (resultId) => {
-      const body = payload(run, stage, resultId);
-      const response = await request(taskUrl, {
-        method: 'POST',
-        dispatcher: agent,
-        body,
-        headers: { 'content-type': 'application/json', 'x-tfc-task-signature': createHmac('sha512', hmacKey).update(body).digest('hex') },
-      });
-      await response.body.dump();
-    }),
+    resultIds.map((resultId) =>
+      postSigned(agent, taskUrl, hmacKey, taskPayload(apiUrl, run, stage, resultId, randomBytes(24).toString('base64url'))),
+    ),
   );
 }
 

@@ -32,7 +32,7 @@ const sides: PipelineConfig[] = [
   { key: `guarded3${tag}`, label: 'the guarded lean reference', tasks: TASKS, workers: 1, workspaces: 1, lean: true, guarded: true },
 ];
 
-// Ends by itself: a hard limit well above its normal duration (about 5 minutes, 1 with --quick).
+// Ends by itself: a hard limit well above its normal duration (about 4 minutes, 1 with --quick).
 const watchdog = setTimeout(
   () => {
     process.stderr.write('bench:guarded exceeded its time limit: stopping\n');
@@ -83,7 +83,7 @@ const lines = [
   `- The service ÷ the lean reference (H1's targets: runs/s ≥ 0.8, CPU-ms ≤ 1.3, PostgreSQL ≤ 1.5): ${ratios(service, lean)}.`,
   `- The service ÷ the guarded lean reference (what the service costs beyond its guarantees): ${ratios(service, guarded)}.`,
   '',
-  'Reproduce: `npm run bench:guarded` (about 5 minutes; `-- --quick` for a smoke run).',
+  'Reproduce: `npm run bench:guarded` (about 4 minutes; `-- --quick` for a smoke run).',
   '',
 ];
 const stamp = date.replace(/[:.]/g, '').replace(/\d{3}Z$/, 'Z');

@@ -118,7 +118,7 @@ describe('the benchmark harness', () => {
             headers: { authorization: `Bearer ${token}`, 'content-type': 'application/vnd.api+json' },
             body: JSON.stringify({ data: { type: 'task-results', attributes: { status: 'failed' } } }),
           }).then((response) => response.status);
-        const { resultToken } = await import('../bench/lean/guarded-outbox.ts');
+        const { resultToken } = await import('../bench/lean/guarded-token.ts');
         const { HMAC_KEY } = await import('../bench/lib/env.ts');
         expect([await callback('not-its-token'), await callback(resultToken(HMAC_KEY, result?.id ?? ''))]).toEqual([401, 409]);
       } finally {

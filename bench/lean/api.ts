@@ -14,9 +14,8 @@ import Router from '@koa/router';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import Koa from 'koa';
-import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { jsonBody, MEDIA_TYPE, type Body } from './common.ts';
+import { answerCreated, jsonBody, runToCreate, type Body } from './common.ts';
 import { required } from './env.ts';
 import { mountLeanReads } from './reads.ts';
 
@@ -31,23 +30,16 @@ router.get('/readyz', (ctx) => {
 });
 
 router.post('/api/v2/runs', async (ctx) => {
-  const body = (await jsonBody(ctx)) as Body;
-  const workspaceId = body.data?.relationships?.workspace?.data?.id;
-  if (typeof workspaceId !== 'string') {
-    ctx.status = 422;
-    return;
-  }
-  const id = `run-${randomBytes(8).toString('hex')}`;
-  const message = String(body.data?.attributes?.['message'] ?? '');
+  const run = await runToCreate(ctx);
+  if (!run) return;
+  const { id, workspaceId, message } = run;
   await pool.query({
     name: 'lean-create',
     text: 'insert into lean.runs (id, workspace_id, message) values ($1, $2, $3)',
     values: [id, workspaceId, message],
   });
   await queue.add('run.start', { runId: id }, JOB_OPTIONS);
-  ctx.status = 201;
-  ctx.type = MEDIA_TYPE;
-  ctx.body = JSON.stringify({ data: { id, type: 'runs', attributes: { status: 'pending', message } } });
+  answerCreated(ctx, run);
 });
 
 router.patch('/api/v2/task-results/:id/callback', async (ctx) => {

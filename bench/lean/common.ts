@@ -1,10 +1,13 @@
 /**
  * What the lean reference (bench/lean/api.ts, worker.ts) and the guarded lean reference
- * (bench/lean/guarded-*.ts) do alike: read a request's JSON, build a task request's payload, POST it signed.
+ * (bench/lean/guarded-*.ts) do alike: read and answer a run's creation, set up a worker, build a task
+ * request's payload, POST it signed.
  */
 import type { Context } from 'koa';
 import { createHmac, randomBytes } from 'node:crypto';
-import { request, type Agent } from 'undici';
+import pg from 'pg';
+import { Agent, request } from 'undici';
+import { required } from './env.ts';
 
 export const MEDIA_TYPE = 'application/vnd.api+json';
 
@@ -17,6 +20,36 @@ export async function jsonBody(ctx: Context): Promise<Record<string, unknown>> {
 }
 
 export const newId = (prefix: string): string => `${prefix}-${randomBytes(8).toString('hex')}`;
+
+/** A `POST /runs` body's workspace and message, with the new run's id; undefined (the answer a 422) without a workspace. */
+export async function runToCreate(ctx: Context): Promise<{ id: string; workspaceId: string; message: string } | undefined> {
+  const body = (await jsonBody(ctx)) as Body;
+  const workspaceId = body.data?.relationships?.workspace?.data?.id;
+  if (typeof workspaceId !== 'string') {
+    ctx.status = 422;
+    return undefined;
+  }
+  return { id: newId('run'), workspaceId, message: String(body.data?.attributes?.['message'] ?? '') };
+}
+
+/** The 201 of a created run. */
+export function answerCreated(ctx: Context, run: { id: string; message: string }): void {
+  ctx.status = 201;
+  ctx.type = MEDIA_TYPE;
+  ctx.body = JSON.stringify({ data: { id: run.id, type: 'runs', attributes: { status: 'pending', message: run.message } } });
+}
+
+/** A worker's pool, HTTP agent and settings, from the variables the harness sets. */
+export function workerSetup(): { pool: pg.Pool; agent: Agent; tasksPerStage: number; taskUrl: string; hmacKey: string; apiUrl: string } {
+  return {
+    pool: new pg.Pool({ connectionString: required('DATABASE_URL'), max: 10 }),
+    agent: new Agent({ connections: 64 }),
+    tasksPerStage: Number(required('LEAN_TASKS')),
+    taskUrl: required('LEAN_TASK_URL'),
+    hmacKey: required('LEAN_HMAC_KEY'),
+    apiUrl: required('LEAN_API_URL'),
+  };
+}
 
 /** What a task request's payload says of its run and result. */
 export interface PayloadRun {

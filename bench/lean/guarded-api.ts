@@ -17,11 +17,11 @@ import Router from '@koa/router';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import Koa from 'koa';
-import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { jsonBody, MEDIA_TYPE, type Body } from './common.ts';
+import { answerCreated, jsonBody, runToCreate, type Body } from './common.ts';
 import { required } from './env.ts';
-import { publish, tokenMatches, type OutboxEvent } from './guarded-outbox.ts';
+import { publish, type OutboxEvent } from './guarded-outbox.ts';
+import { tokenMatches } from './guarded-token.ts';
 import { GUARDED_DEADLINES } from './guarded-schema.ts';
 
 const pool = new pg.Pool({ connectionString: required('DATABASE_URL'), max: 10 });
@@ -35,14 +35,9 @@ router.get('/readyz', (ctx) => {
 });
 
 router.post('/api/v2/runs', async (ctx) => {
-  const body = (await jsonBody(ctx)) as Body;
-  const workspaceId = body.data?.relationships?.workspace?.data?.id;
-  if (typeof workspaceId !== 'string') {
-    ctx.status = 422;
-    return;
-  }
-  const id = `run-${randomBytes(8).toString('hex')}`;
-  const message = String(body.data?.attributes?.['message'] ?? '');
+  const run = await runToCreate(ctx);
+  if (!run) return;
+  const { id, workspaceId, message } = run;
   const { rows } = await pool.query<OutboxEvent>({
     name: 'guarded-create',
     text: `with run as (insert into lean_guarded.runs (id, workspace_id, message) values ($1, $2, $3) returning id),
@@ -51,9 +46,7 @@ router.post('/api/v2/runs', async (ctx) => {
     values: [id, workspaceId, message],
   });
   await publish(pool, queue, rows);
-  ctx.status = 201;
-  ctx.type = MEDIA_TYPE;
-  ctx.body = JSON.stringify({ data: { id, type: 'runs', attributes: { status: 'pending', message } } });
+  answerCreated(ctx, run);
 });
 
 const WITHIN_DEADLINES = `(r.progress_deadline is null or r.progress_deadline > now()) and (r.hard_deadline is null or r.hard_deadline > now())`;

@@ -6,7 +6,6 @@
  * none would have anything to do in a benchmark's burst.
  */
 import type { Queue } from 'bullmq';
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import type pg from 'pg';
 
 export interface OutboxEvent {
@@ -27,13 +26,4 @@ export async function publish(pool: pg.Pool, queue: Queue, events: readonly Outb
     text: 'update lean_guarded.outbox set published_at = now() where id = any($1::bigint[])',
     values: [events.map((event) => event.id)],
   });
-}
-
-/** A result's access token: derived from its id under the HMAC key, nothing stored (as the service's). */
-export const resultToken = (key: string, resultId: string): string => createHmac('sha256', key).update(resultId).digest('base64url');
-
-export function tokenMatches(key: string, resultId: string, given: string): boolean {
-  const expected = Buffer.from(resultToken(key, resultId));
-  const actual = Buffer.from(given);
-  return actual.length === expected.length && timingSafeEqual(actual, expected);
 }

@@ -15,20 +15,13 @@
  */
 import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
-import pg from 'pg';
-import { Agent } from 'undici';
-import { newId, postSigned, taskPayload } from './common.ts';
+import { newId, postSigned, taskPayload, workerSetup } from './common.ts';
 import { required } from './env.ts';
-import { resultToken } from './guarded-outbox.ts';
+import { resultToken } from './guarded-token.ts';
 import { GUARDED_DEADLINES } from './guarded-schema.ts';
 import { LEAN_STAGES } from './schema.ts';
 
-const pool = new pg.Pool({ connectionString: required('DATABASE_URL'), max: 10 });
-const tasksPerStage = Number(required('LEAN_TASKS'));
-const taskUrl = required('LEAN_TASK_URL');
-const hmacKey = required('LEAN_HMAC_KEY');
-const apiUrl = required('LEAN_API_URL');
-const agent = new Agent({ connections: 64 });
+const { pool, agent, tasksPerStage, taskUrl, hmacKey, apiUrl } = workerSetup();
 const { progressSeconds, hardSeconds, leaseSeconds } = GUARDED_DEADLINES;
 
 /** What a started result's payload needs, as the starting statements return it. */

@@ -15,18 +15,11 @@
 import { Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { required } from './env.ts';
-import { Agent } from 'undici';
-import { newId, postSigned, taskPayload, type PayloadRun } from './common.ts';
+import { newId, postSigned, taskPayload, type PayloadRun, workerSetup } from './common.ts';
 import { LEAN_STAGES } from './schema.ts';
 
-const pool = new pg.Pool({ connectionString: required('DATABASE_URL'), max: 10 });
-const tasksPerStage = Number(required('LEAN_TASKS'));
-const taskUrl = required('LEAN_TASK_URL');
-const hmacKey = required('LEAN_HMAC_KEY');
-const apiUrl = required('LEAN_API_URL');
-const agent = new Agent({ connections: 64 });
+const { pool, agent, tasksPerStage, taskUrl, hmacKey, apiUrl } = workerSetup();
 
 type RunRow = PayloadRun;
 
